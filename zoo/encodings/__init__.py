@@ -1,3 +1,7 @@
 """Position encodings. No backbone code lives here: backbones call ``create_pos_encoding``."""
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import create_pos_encoding, list_pos_encodings, register_pos_encoding
+from .absolute import LearnedAPE, NoPE, SinCos2D
+from .conditional import PEG
+from .fourier import LearnableFourierPE
+from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm

@@ -5,6 +5,7 @@ Backbones never name concrete encoding classes. An encoding module registers its
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Dict, List, Type
 
 __all__ = ['register_pos_encoding', 'create_pos_encoding', 'list_pos_encodings']
@@ -26,16 +27,31 @@ def list_pos_encodings() -> List[str]:
     return sorted(_REGISTRY)
 
 
-def create_pos_encoding(kind: str, **kwargs):
+GEOMETRY_KEYS = ('dim', 'num_heads', 'depth', 'grid_size', 'num_prefix_tokens', 'num_class_tokens')
+
+
+def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None):
     """Build the encoding registered as ``kind``.
 
-    Every encoding receives the backbone geometry as keyword arguments: ``dim`` (embedding width), ``num_heads``,
-    ``depth``, ``grid_size`` ``(H, W)`` in patches, ``num_prefix_tokens`` and ``num_class_tokens``, plus its own
-    options (the model's ``pe_kwargs``).
+    Args:
+        kind: registered name, e.g. ``'rope_mixed'``.
+        geometry: backbone geometry, keys from ``GEOMETRY_KEYS``: ``dim`` (embedding width), ``num_heads``, ``depth``,
+            ``grid_size`` ``(H, W)`` in patches, ``num_prefix_tokens`` and ``num_class_tokens``. Each encoding gets
+            the keys its constructor names.
+        pe_kwargs: the encoding's own options (a model's ``pe_kwargs``).
 
     Raises:
-        ValueError: ``kind`` is not registered (the message lists the known names).
+        ValueError: ``kind`` is not registered, or ``pe_kwargs`` has an option the encoding does not know.
     """
     if kind not in _REGISTRY:
         raise ValueError(f'unknown position encoding {kind!r}; choose one of {list_pos_encodings()}')
-    return _REGISTRY[kind](**kwargs)
+    pe_kwargs = dict(pe_kwargs or {})
+    cls = _REGISTRY[kind]
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    geometry = {k: v for k, v in geometry.items() if takes_any or k in params}
+    unknown = [k for k in pe_kwargs if not takes_any and k not in params]
+    if unknown:
+        options = [k for k in params if k not in ('self',) + GEOMETRY_KEYS]
+        raise ValueError(f'unknown pe_kwargs {unknown} for position encoding {kind!r}; its options are {options}')
+    return cls(**geometry, **pe_kwargs)

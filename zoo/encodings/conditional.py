@@ -1,0 +1,58 @@
+"""Conditional position encoding: CPVT's Position Encoding Generator (PEG).
+
+"Conditional Positional Encodings for Vision Transformers" (Chu et al., arXiv:2102.10882), Sec. 3.2: a depthwise
+3x3 convolution with zero padding over the patch grid, added back to the tokens (residual). Zero padding is what lets
+the convolution infer absolute position near the borders.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .base import Positions, PosEncoding
+from .registry import register_pos_encoding
+
+__all__ = ['PEG']
+
+
+@register_pos_encoding('peg')
+class PEG(PosEncoding):
+    """CPVT PEG after the blocks listed in ``after_blocks``; prefix tokens pass through unchanged.
+
+    Args:
+        dim: embedding width C.
+        after_blocks: 0-based block indices followed by a PEG (CPVT: ``(0,)``; ``peg0to5``: ``(0, 1, 2, 3, 4, 5)``).
+        kernel_size: odd convolution size (3 in the paper), zero padding ``kernel_size // 2``.
+
+    Parameters: ``pegs.<block>.weight`` ``(C, 1, k, k)`` and ``pegs.<block>.bias`` ``(C,)``.
+    Video grids ``(T, H, W)`` apply the 2D PEG to each frame.
+    """
+    family = 'CPE/PEG (conditional)'
+    adaptation = 'convolution runs on the new grid unchanged (zero padding gives the absolute cue)'
+
+    def __init__(self, dim: int, depth: int, after_blocks: Sequence[int] = (0,), kernel_size: int = 3):
+        super().__init__()
+        after_blocks = tuple(int(b) for b in after_blocks)
+        bad = [b for b in after_blocks if not 0 <= b < depth]
+        if bad or kernel_size % 2 == 0:
+            raise ValueError(f'PEG needs block indices in [0, {depth}) and an odd kernel_size; got after_blocks='
+                             f'{after_blocks}, kernel_size={kernel_size}')
+        self.after_blocks = after_blocks
+        self.pegs = nn.ModuleDict({
+            str(b): nn.Conv2d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim) for b in after_blocks})
+
+    def mix(self, x: torch.Tensor, pos: Positions, block_idx: int) -> torch.Tensor:
+        if block_idx not in self.after_blocks:
+            return x
+        t, h, w = pos.grid
+        npt = pos.num_prefix_tokens
+        prefix, patches = x[:, :npt], x[:, npt:]
+        b, n, c = patches.shape
+        if n != t * h * w:
+            raise ValueError(f'PEG got {n} patch tokens for a {t}x{h}x{w} grid; pass the grid of the actual tokens')
+        feat = patches.reshape(b * t, h, w, c).permute(0, 3, 1, 2)
+        feat = self.pegs[str(block_idx)](feat) + feat
+        patches = feat.permute(0, 2, 3, 1).reshape(b, n, c)
+        return torch.cat([prefix, patches], dim=1) if npt else patches

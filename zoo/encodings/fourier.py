@@ -1,0 +1,68 @@
+"""Learnable Fourier features for multi-dimensional positions.
+
+"Learnable Fourier Features for Multi-Dimensional Spatial Positional Encoding" (Li et al., NeurIPS 2021,
+arXiv:2106.02795), Algorithm 1, with G = 1 group and M = 2 coordinates (row, col).
+"""
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from .absolute import _check_2d, add_to_patches
+from .base import Positions, PosEncoding
+from .registry import register_pos_encoding
+
+__all__ = ['LearnableFourierPE']
+
+
+@register_pos_encoding('fourier')
+class LearnableFourierPE(PosEncoding):
+    """PE_X = MLP(F_X), with F_X = |F|^-1/2 [cos(X W_r^T) || sin(X W_r^T)] (Li et al. 2021, Algorithm 1).
+
+    Coordinate convention: X = (row, col) of each patch centre in **patch units** (integers: row 0..H-1, col 0..W-1),
+    so a larger grid extrapolates to larger coordinates, like axial RoPE. Prefix tokens get no embedding.
+
+    gamma reading: W_r ~ N(0, gamma^-2), i.e. each entry has standard deviation 1/gamma (radians per patch), so gamma
+    is a length scale in patches: larger gamma = smoother encoding.
+
+    Args:
+        dim: embedding width C (the MLP output D).
+        fourier_dim: |F|, the number of Fourier features (even); W_r has |F|/2 rows.
+        hidden_dim: MLP hidden width (defaults to ``dim``).
+        gamma: the length scale above, in patches.
+
+    Parameters: ``w_r`` ``(|F|/2, 2)``, ``mlp.0`` / ``mlp.2`` Linear layers (GELU between).
+    """
+    family = 'learnable Fourier features'
+    adaptation = 'evaluated at the integer patch coordinates of the new grid (extrapolation)'
+
+    def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0):
+        super().__init__()
+        if fourier_dim % 2 or fourier_dim <= 0:
+            raise ValueError(f'fourier_dim must be a positive even number, got {fourier_dim}')
+        if gamma <= 0:
+            raise ValueError(f'gamma must be > 0 (W_r ~ N(0, gamma^-2)), got {gamma}')
+        self.gamma = gamma
+        self.w_r = nn.Parameter(torch.randn(fourier_dim // 2, 2) / gamma)
+        hidden_dim = hidden_dim or dim
+        self.mlp = nn.Sequential(nn.Linear(fourier_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+        self.scale = 1.0 / math.sqrt(fourier_dim)
+
+    def table(self, hw: Tuple[int, int], device: torch.device) -> torch.Tensor:
+        """``(1, H*W, C)`` embedding for grid ``hw``, computed in float32."""
+        rows = torch.arange(hw[0], device=device, dtype=torch.float32)
+        cols = torch.arange(hw[1], device=device, dtype=torch.float32)
+        x = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
+        proj = x @ self.w_r.float().t()
+        feats = torch.cat([proj.cos(), proj.sin()], dim=-1) * self.scale
+        return self.mlp(feats).unsqueeze(0)
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        table = self.table(_check_2d(pos, 'fourier'), x.device).to(x.dtype)
+        return add_to_patches(x, table, pos.num_prefix_tokens)
+
+    def no_weight_decay(self) -> set:
+        return {'w_r'}

@@ -1,0 +1,181 @@
+"""Checkpoint filters: convert upstream state dicts into the zoo ViT layout, then check keys and shapes.
+
+Sources (one converter each; the layout is detected from the keys):
+
+* timm ``VisionTransformer`` (``vit_*_patch16_224``): learned APE ``pos_embed`` -> ``pe.pos_embed``.
+* timm ``Eva`` RoPE models (``vit_*_patch16_rope[_mixed][_ape]_224``): ``rope.freqs`` -> ``pe.freqs``, ``pos_embed``
+  -> ``pe.ape.pos_embed``; LayerScale ``gamma_1/2`` -> ``ls1/ls2.gamma``, or folded exactly into ``attn.proj`` /
+  ``mlp.fc2`` when the target model has no LayerScale.
+* official DeiT-iRPE (``blocks.N.attn.rpe_*``): ``zoo.models.convert_irpe``.
+* official ComRoPE, HF CLIP layout (``vision_model.*``): ``zoo.models.convert_comrope``.
+* the zoo's own layout (``pe.*``) passes through unchanged.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List
+
+import torch
+from torch import nn
+from timm.layers import resample_abs_pos_embed
+
+__all__ = ['checkpoint_filter_fn', 'unwrap_state_dict', 'check_state_dict', 'CheckpointMismatchError']
+
+# Classifier keys: timm's load_pretrained drops them itself when num_classes differs.
+_CLASSIFIER_KEYS = ('head.weight', 'head.bias')
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint whose keys or shapes do not match the model; the message lists every difference."""
+
+
+def unwrap_state_dict(checkpoint: Dict) -> Dict[str, torch.Tensor]:
+    """Return the tensor dict inside common wrappers (``{'model': ...}``, ``{'state_dict': ...}``, ``{'module.'}``)."""
+    if not isinstance(checkpoint, dict):
+        raise CheckpointMismatchError(f'expected a state dict, got {type(checkpoint).__name__}')
+    for key in ('model', 'state_dict', 'model_ema'):
+        if key in checkpoint and isinstance(checkpoint[key], dict):
+            checkpoint = checkpoint[key]
+            break
+    if checkpoint and all(k.startswith('module.') for k in checkpoint):
+        checkpoint = {k[len('module.'):]: v for k, v in checkpoint.items()}
+    return checkpoint
+
+
+def _fmt(keys: Iterable[str], limit: int = 25) -> str:
+    keys = sorted(keys)
+    more = f' ... (+{len(keys) - limit} more)' if len(keys) > limit else ''
+    return ', '.join(keys[:limit]) + more
+
+
+def check_state_dict(state_dict: Dict[str, torch.Tensor], model: nn.Module, source: str = 'checkpoint',
+                     ignore_classifier: bool = True) -> None:
+    """Raise :class:`CheckpointMismatchError` listing missing, unexpected and mis-shaped keys.
+
+    Args:
+        state_dict: converted tensors in the model's layout.
+        model: the target model.
+        source: a description used in the message (layout name or path).
+        ignore_classifier: skip shape checks of ``head.*`` (a different ``num_classes`` is handled by timm).
+    """
+    expected = model.state_dict()
+    missing = set(expected) - set(state_dict)
+    unexpected = set(state_dict) - set(expected)
+    mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(expected[k].shape)}'
+                  for k in set(expected) & set(state_dict)
+                  if tuple(state_dict[k].shape) != tuple(expected[k].shape)
+                  and not (ignore_classifier and k in _CLASSIFIER_KEYS)]
+    if missing or unexpected or mismatched:
+        parts = [f'{source} does not fit {type(model).__name__} (pe={getattr(model, "pe_name", "?")!r}):']
+        if missing:
+            parts.append(f'  missing keys ({len(missing)}): {_fmt(missing)}')
+        if unexpected:
+            parts.append(f'  unexpected keys ({len(unexpected)}): {_fmt(unexpected)}')
+        if mismatched:
+            parts.append(f'  mis-shaped keys ({len(mismatched)}): {_fmt(mismatched, 10)}')
+        parts.append('  Fix: build the model that matches the checkpoint (same name, embed_dim, depth, num_heads, '
+                     'patch_size and pe/pe_kwargs), or pick the checkpoint made for this model.')
+        raise CheckpointMismatchError('\n'.join(parts))
+
+
+def _resample_ape(table: torch.Tensor, target: torch.Tensor, model: nn.Module) -> torch.Tensor:
+    """Resample a learned APE ``(1, P + N, C)`` to the target table's grid, keeping P prefix entries."""
+    if table.shape == target.shape or table.ndim != 3 or table.shape[-1] != target.shape[-1]:
+        return table
+    gh, gw = model.patch_embed.grid_size
+    num_prefix = target.shape[1] - gh * gw
+    old_n = table.shape[1] - num_prefix
+    old = int(math.isqrt(old_n)) if old_n > 0 else 0
+    if num_prefix < 0 or old * old != old_n:
+        return table  # leave it for check_state_dict to report
+    return resample_abs_pos_embed(table, new_size=[gh, gw], old_size=[old, old], num_prefix_tokens=num_prefix)
+
+
+def _convert_timm_vit(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+    out = {}
+    for k, v in sd.items():
+        if k == 'pos_embed':
+            k = 'pe.pos_embed'
+        out[k] = v
+    return out
+
+
+def _convert_timm_eva(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+    target = model.state_dict()
+    out = {}
+    for k, v in sd.items():
+        if k == 'rope.freqs':
+            out['pe.freqs'] = v
+        elif k == 'pos_embed':
+            out['pe.ape.pos_embed'] = v
+        elif k.endswith('.attn.q_bias'):
+            prefix = k[:-len('q_bias')]
+            k_bias = sd.get(prefix + 'k_bias', torch.zeros_like(v))
+            out[prefix + 'qkv.bias'] = torch.cat([v, k_bias, sd[prefix + 'v_bias']])
+        elif k.endswith(('.attn.k_bias', '.attn.v_bias')):
+            continue
+        elif k.endswith(('.gamma_1', '.gamma_2')):
+            continue  # handled below
+        else:
+            out[k] = v
+    # LayerScale: keep it if the model has it, else fold it into the projection that precedes it (exact).
+    for k, gamma in sd.items():
+        if not k.endswith(('.gamma_1', '.gamma_2')):
+            continue
+        blk = k[:-len('gamma_1')]
+        ls, proj = ('ls1', 'attn.proj') if k.endswith('gamma_1') else ('ls2', 'mlp.fc2')
+        if blk + ls + '.gamma' in target:
+            out[blk + ls + '.gamma'] = gamma
+        else:
+            out[blk + proj + '.weight'] = out[blk + proj + '.weight'] * gamma[:, None]
+            if blk + proj + '.bias' in out:
+                out[blk + proj + '.bias'] = out[blk + proj + '.bias'] * gamma
+    return out
+
+
+def _detect_layout(sd: Dict[str, torch.Tensor]) -> str:
+    keys = list(sd)
+    if any(k.startswith('vision_model.') for k in keys):
+        return 'comrope_hf_clip'
+    if any('.attn.rpe_' in k or '.attn.rp_rows' in k or '.attn.rp_cols' in k for k in keys):
+        return 'deit_irpe'
+    if any(k.startswith('pe.') for k in keys):
+        return 'zoo'
+    if 'rope.freqs' in sd or any(k.endswith(('.gamma_1', '.attn.q_bias')) for k in keys):
+        return 'timm_eva'
+    return 'timm_vit'
+
+
+def checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tensor]:
+    """Convert any supported upstream layout to the zoo layout and verify it (timm ``pretrained_filter_fn``).
+
+    Args:
+        state_dict: a state dict or a wrapper dict holding one under ``'model'`` / ``'state_dict'``.
+        model: the target :class:`~zoo.models.vit.PEVisionTransformer`.
+
+    Returns:
+        A state dict ready for ``model.load_state_dict(strict=True)``.
+
+    Raises:
+        CheckpointMismatchError (a ValueError): missing, unexpected or mis-shaped keys, all listed.
+    """
+    sd = unwrap_state_dict(state_dict)
+    layout = _detect_layout(sd)
+    if layout == 'comrope_hf_clip':
+        from .convert_comrope import filter_hf_clip_comrope
+        out = filter_hf_clip_comrope(sd, model)
+    elif layout == 'deit_irpe':
+        from .convert_irpe import filter_deit_irpe
+        out = filter_deit_irpe(sd, model)
+    elif layout == 'timm_eva':
+        out = _convert_timm_eva(sd, model)
+    elif layout == 'timm_vit':
+        out = _convert_timm_vit(sd, model)
+    else:
+        out = dict(sd)
+    target = model.state_dict()
+    for k in list(out):
+        if k.endswith('pos_embed') and k in target:
+            out[k] = _resample_ape(out[k], target[k], model)
+    check_state_dict(out, model, source=f'checkpoint ({layout} layout)')
+    return out

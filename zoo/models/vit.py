@@ -1,0 +1,464 @@
+"""One Vision Transformer backbone for every position encoding (PE).
+
+The backbone follows the DeiT / timm ``VisionTransformer`` layout and key names (patch embed, class token, optional
+registers, pre-norm blocks with optional LayerScale, token or average pooling), and consults a single PE object built
+by ``zoo.encodings.create_pos_encoding`` through four hooks (embed, mix, attention terms, grid resize). There are no
+per-encoding branches here; see ``zoo/encodings/base.py``.
+
+Papers: ViT (arXiv:2010.11929), DeiT (arXiv:2012.12877), RoPE-ViT (arXiv:2403.13298), CPVT (arXiv:2102.10882),
+Learnable Fourier Features (arXiv:2106.02795), iRPE (arXiv:2107.14222), ComRoPE (arXiv:2506.03737), LieRE
+(arXiv:2406.10322).
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.jit import Final
+
+from timm.layers import (
+    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple, trunc_normal_,
+)
+from timm.layers import use_fused_attn
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._features import feature_take_indices
+from timm.models._manipulate import checkpoint, named_apply
+from timm.models.vision_transformer import init_weights_vit_timm
+
+import zoo.encodings  # noqa: F401  (registers the encodings)
+from zoo.encodings import AttnTerm, Positions, create_pos_encoding
+from .checkpoint_filters import checkpoint_filter_fn
+
+__all__ = ['PEVisionTransformer', 'Attention', 'Block']
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention that consults an optional :class:`AttnTerm` from the PE.
+
+    Order: project q, k, v -> optional q/k norm -> ``term.rotate`` -> ``term.bias`` (additive logits) ->
+    ``F.scaled_dot_product_attention`` with the bias as ``attn_mask``, unless the term declares
+    ``needs_attn_weights`` (iRPE on values), in which case the explicit path adds ``term.value_term(attn)``.
+    """
+    fused_attn: Final[bool]
+
+    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = False, qk_norm: bool = False,
+                 attn_drop: float = 0., proj_drop: float = 0., norm_layer: Type[nn.Module] = nn.LayerNorm):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f'embed_dim {dim} is not divisible by num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.fused_attn = use_fused_attn()
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.q_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
+        self.k_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, term: Optional[AttnTerm] = None) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)
+        bias = None
+        if term is not None:
+            q, k = term.rotate(q, k)
+            bias = term.bias(q, k, self.scale)
+            if bias is not None:
+                bias = bias.to(q.dtype)
+        if self.fused_attn and (term is None or not term.needs_attn_weights):
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
+                                               dropout_p=self.attn_drop.p if self.training else 0.)
+        else:
+            attn = (q * self.scale) @ k.transpose(-2, -1)
+            if bias is not None:
+                attn = attn + bias
+            attn = self.attn_drop(attn.softmax(dim=-1))
+            x = attn @ v
+            extra = term.value_term(attn) if term is not None else None
+            if extra is not None:
+                x = x + extra.to(x.dtype)
+        x = x.transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block with timm's key names (``norm1, attn, ls1, norm2, mlp, ls2``)."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4., qkv_bias: bool = False,
+                 qk_norm: bool = False, proj_drop: float = 0., attn_drop: float = 0.,
+                 init_values: Optional[float] = None, drop_path: float = 0., act_layer: Type[nn.Module] = nn.GELU,
+                 norm_layer: Type[nn.Module] = nn.LayerNorm):
+        super().__init__()
+        self.norm1 = norm_layer(dim)
+        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, attn_drop=attn_drop,
+                              proj_drop=proj_drop, norm_layer=norm_layer)
+        self.ls1 = LayerScale(dim, init_values=init_values) if init_values else nn.Identity()
+        self.drop_path1 = DropPath(drop_path) if drop_path > 0. else nn.Identity()
+        self.norm2 = norm_layer(dim)
+        self.mlp = Mlp(in_features=dim, hidden_features=int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop)
+        self.ls2 = LayerScale(dim, init_values=init_values) if init_values else nn.Identity()
+        self.drop_path2 = DropPath(drop_path) if drop_path > 0. else nn.Identity()
+
+    def forward(self, x: torch.Tensor, term: Optional[AttnTerm] = None) -> torch.Tensor:
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), term)))
+        x = x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+        return x
+
+
+class PEVisionTransformer(nn.Module):
+    """ViT whose position encoding is pluggable (``pe`` + ``pe_kwargs``).
+
+    Input ``(B, in_chans, H, W)`` float images in pixels; ``H``, ``W`` must equal ``img_size`` unless
+    ``dynamic_img_size=True``, and must be divisible by ``patch_size`` unless ``dynamic_img_pad=True``.
+
+    Args mirror timm's ``VisionTransformer`` (same meaning), plus:
+        pe: registered encoding name (see ``zoo.encodings.list_pos_encodings()``).
+        pe_kwargs: options passed to the encoding.
+
+    Raises:
+        ValueError: unknown ``pe`` or ``pe_kwargs``; bad ``global_pool``; an input size that the model cannot take
+            (the message names the size, the patch size and the fix).
+    """
+    dynamic_img_size: Final[bool]
+
+    def __init__(
+            self,
+            img_size: Union[int, Tuple[int, int]] = 224,
+            patch_size: Union[int, Tuple[int, int]] = 16,
+            in_chans: int = 3,
+            num_classes: int = 1000,
+            global_pool: str = 'token',
+            embed_dim: int = 768,
+            depth: int = 12,
+            num_heads: int = 12,
+            mlp_ratio: float = 4.,
+            qkv_bias: bool = True,
+            qk_norm: bool = False,
+            init_values: Optional[float] = None,
+            class_token: bool = True,
+            reg_tokens: int = 0,
+            pre_norm: bool = False,
+            final_norm: bool = True,
+            fc_norm: Optional[bool] = None,
+            dynamic_img_size: bool = False,
+            dynamic_img_pad: bool = False,
+            drop_rate: float = 0.,
+            pos_drop_rate: float = 0.,
+            patch_drop_rate: float = 0.,
+            proj_drop_rate: float = 0.,
+            attn_drop_rate: float = 0.,
+            drop_path_rate: float = 0.,
+            weight_init: str = '',
+            norm_layer: Optional[Union[str, Callable]] = None,
+            act_layer: Optional[Union[str, Callable]] = None,
+            pe: str = 'ape',
+            pe_kwargs: Optional[Dict] = None,
+    ):
+        super().__init__()
+        if global_pool not in ('', 'avg', 'token'):
+            raise ValueError(f"global_pool must be '', 'avg' or 'token', got {global_pool!r}")
+        if global_pool == 'token' and not class_token:
+            raise ValueError("global_pool='token' needs class_token=True; use global_pool='avg' instead")
+        norm_layer = get_norm_layer(norm_layer) or partial(nn.LayerNorm, eps=1e-6)
+        act_layer = get_act_layer(act_layer) or nn.GELU
+        use_fc_norm = global_pool == 'avg' if fc_norm is None else fc_norm
+
+        self.num_classes = num_classes
+        self.global_pool = global_pool
+        self.num_features = self.head_hidden_size = self.embed_dim = embed_dim
+        self.num_class_tokens = 1 if class_token else 0
+        self.num_reg_tokens = reg_tokens
+        self.num_prefix_tokens = self.num_class_tokens + reg_tokens
+        self.has_class_token = class_token
+        self.dynamic_img_size = dynamic_img_size
+        self.dynamic_img_pad = dynamic_img_pad
+        self.grad_checkpointing = False
+        self.pe_name = pe
+
+        embed_args = dict(strict_img_size=False, output_fmt='NHWC') if dynamic_img_size else {}
+        self.patch_embed = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
+                                      embed_dim=embed_dim, bias=not pre_norm, dynamic_img_pad=dynamic_img_pad,
+                                      **embed_args)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
+        self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, embed_dim)) if reg_tokens else None
+        self.pe = create_pos_encoding(pe, dict(
+            dim=embed_dim, num_heads=num_heads, depth=depth, grid_size=tuple(self.patch_embed.grid_size),
+            num_prefix_tokens=self.num_prefix_tokens, num_class_tokens=self.num_class_tokens), pe_kwargs)
+        self.pos_drop = nn.Dropout(p=pos_drop_rate)
+        if patch_drop_rate > 0:
+            if type(self.pe).attn_terms is not zoo.encodings.PosEncoding.attn_terms or \
+                    type(self.pe).mix is not zoo.encodings.PosEncoding.mix:
+                raise ValueError(f'patch_drop_rate > 0 drops tokens from the patch grid, which the {pe!r} encoding '
+                                 'needs intact; use patch_drop_rate=0 or an additive PE (ape, sincos, fourier, nope)')
+            self.patch_drop = PatchDropout(patch_drop_rate, num_prefix_tokens=self.num_prefix_tokens)
+        else:
+            self.patch_drop = nn.Identity()
+        self.norm_pre = norm_layer(embed_dim) if pre_norm else nn.Identity()
+
+        dpr = [x.item() for x in torch.linspace(0, drop_path_rate, depth)]
+        self.blocks = nn.Sequential(*[
+            Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                  proj_drop=proj_drop_rate, attn_drop=attn_drop_rate, init_values=init_values, drop_path=dpr[i],
+                  act_layer=act_layer, norm_layer=norm_layer)
+            for i in range(depth)])
+        self.feature_info = [dict(module=f'blocks.{i}', num_chs=embed_dim, reduction=self.patch_embed.patch_size[0])
+                             for i in range(depth)]
+        self.norm = norm_layer(embed_dim) if final_norm and not use_fc_norm else nn.Identity()
+        self.fc_norm = norm_layer(embed_dim) if final_norm and use_fc_norm else nn.Identity()
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+
+        if weight_init != 'skip':
+            self.init_weights()
+
+    def init_weights(self) -> None:
+        """timm's ViT init for everything but the PE, which owns its own initialisation."""
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        if self.reg_token is not None:
+            nn.init.normal_(self.reg_token, std=1e-6)
+        for name, child in self.named_children():
+            if name != 'pe':
+                named_apply(init_weights_vit_timm, child, name)
+
+    # ----------------------------------------------------------------------------------------------- timm contract
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set:
+        return {'cls_token', 'reg_token'} | {f'pe.{n}' for n in self.pe.no_weight_decay()}
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> Dict:
+        return dict(stem=r'^cls_token|^reg_token|^pe\.|^patch_embed',
+                    blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.grad_checkpointing = enable
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        self.num_classes = num_classes
+        if global_pool is not None:
+            if global_pool not in ('', 'avg', 'token'):
+                raise ValueError(f"global_pool must be '', 'avg' or 'token', got {global_pool!r}")
+            self.global_pool = global_pool
+        self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+
+    def set_input_size(self, img_size: Optional[Union[int, Tuple[int, int]]] = None,
+                       patch_size: Optional[Union[int, Tuple[int, int]]] = None) -> None:
+        """Change the default input size (pixels): the patch embed and the PE's learned tables follow."""
+        self.patch_embed.set_input_size(img_size=img_size, patch_size=patch_size)
+        self.pe.set_grid_size(tuple(self.patch_embed.grid_size))
+
+    # ----------------------------------------------------------------------------------------------- forward
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.ndim != 4:
+            raise ValueError(f'expected images (B, C, H, W), got a tensor of shape {tuple(x.shape)}')
+        H, W = x.shape[-2:]
+        ph, pw = self.patch_embed.patch_size
+        if not self.dynamic_img_size:
+            if (H, W) != tuple(self.patch_embed.img_size):
+                raise ValueError(f'input size {H}x{W} px differs from the model input size '
+                                 f'{self.patch_embed.img_size[0]}x{self.patch_embed.img_size[1]} px; build the model '
+                                 f'with dynamic_img_size=True or call set_input_size(({H}, {W}))')
+        elif not self.dynamic_img_pad and (H % ph or W % pw):
+            raise ValueError(f'input size {H}x{W} px is not divisible by the patch size {ph}x{pw}; resize or crop to '
+                             f'a multiple of the patch size, or build the model with dynamic_img_pad=True')
+
+    def _embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
+        """Patch embed, prefix tokens and the PE's embed hook. Returns tokens ``(B, L, C)`` and their positions."""
+        self._check_input(x)
+        x = self.patch_embed(x)
+        if self.dynamic_img_size:
+            B, H, W, C = x.shape
+            x = x.reshape(B, H * W, C)
+        else:
+            H, W = self.patch_embed.grid_size
+        prefix = []
+        if self.cls_token is not None:
+            prefix.append(self.cls_token.expand(x.shape[0], -1, -1).to(x.dtype))
+        if self.reg_token is not None:
+            prefix.append(self.reg_token.expand(x.shape[0], -1, -1).to(x.dtype))
+        if prefix:
+            x = torch.cat(prefix + [x], dim=1)
+        pos = Positions((1, H, W), self.num_prefix_tokens, self.num_class_tokens)
+        x = self.pe.embed(x, pos)
+        x = self.patch_drop(self.pos_drop(x))
+        return x, pos
+
+    def _blocks(self, x: torch.Tensor, pos: Positions, blocks: Sequence[nn.Module], take: Sequence[int] = (),
+                norm: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        terms = self.pe.attn_terms(pos, x.dtype, x.device)
+        intermediates = []
+        for i, blk in enumerate(blocks):
+            term = terms[i] if terms is not None else None
+            if self.grad_checkpointing and not torch.jit.is_scripting():
+                x = checkpoint(blk, x, term)
+            else:
+                x = blk(x, term)
+            x = self.pe.mix(x, pos, i)
+            if i in take:
+                intermediates.append(self.norm(x) if norm else x)
+        return x, intermediates
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> normalised tokens ``(B, num_prefix_tokens + N, C)``."""
+        x, pos = self._embed(x)
+        x = self.norm_pre(x)
+        x, _ = self._blocks(x, pos, self.blocks)
+        return self.norm(x)
+
+    def pool(self, x: torch.Tensor, pool_type: Optional[str] = None) -> torch.Tensor:
+        pool_type = self.global_pool if pool_type is None else pool_type
+        if pool_type == 'token':
+            return x[:, 0]
+        if pool_type == 'avg':
+            return x[:, self.num_prefix_tokens:].mean(dim=1)
+        return x
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.fc_norm(self.pool(x))
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def forward_intermediates(
+            self,
+            x: torch.Tensor,
+            indices: Optional[Union[int, List[int]]] = None,
+            return_prefix_tokens: bool = False,
+            norm: bool = False,
+            stop_early: bool = False,
+            output_fmt: str = 'NCHW',
+            intermediates_only: bool = False,
+    ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
+        """Features of selected blocks, as timm's ViT: ``NCHW`` ``(B, C, H/p, W/p)`` or ``NLC`` ``(B, N, C)``."""
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        B = x.shape[0]
+        x, pos = self._embed(x)
+        x = self.norm_pre(x)
+        blocks = self.blocks[:max_index + 1] if stop_early else self.blocks
+        x, intermediates = self._blocks(x, pos, blocks, take=take_indices, norm=norm)
+        prefix = [y[:, :self.num_prefix_tokens] for y in intermediates]
+        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        if output_fmt == 'NCHW':
+            H, W = pos.hw
+            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+        if return_prefix_tokens:
+            intermediates = list(zip(intermediates, prefix))
+        if intermediates_only:
+            return intermediates
+        return self.norm(x), intermediates
+
+    def prune_intermediate_layers(self, indices: Union[int, List[int]] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> List[int]:
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        self.blocks = self.blocks[:max_index + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.fc_norm = nn.Identity()
+            self.reset_classifier(0, '')
+        return take_indices
+
+
+# --------------------------------------------------------------------------------------------------- builders
+def _create_pe_vit(variant: str, pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    if kwargs.get('features_only'):
+        kwargs.setdefault('feature_cls', 'getter')
+    return build_model_with_cfg(PEVisionTransformer, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
+                                **kwargs)
+
+
+def _cfg(url: str = '', **kwargs) -> Dict:
+    return {
+        'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 0.9,
+        'interpolation': 'bicubic', 'fixed_input_size': False, 'mean': (0.485, 0.456, 0.406),
+        'std': (0.229, 0.224, 0.225), 'first_conv': 'patch_embed.proj', 'classifier': 'head', **kwargs,
+    }
+
+
+# ------------------------------------------------------------------------------------------- registered models
+# Every model is the same backbone; only the PE differs. Sizes follow DeiT (tiny/small/base, patch 16, 224 px).
+_SIZES = {
+    'tiny': dict(embed_dim=192, depth=12, num_heads=3),
+    'small': dict(embed_dim=384, depth=12, num_heads=6),
+    'base': dict(embed_dim=768, depth=12, num_heads=12),
+}
+_IRPE = dict(ratio=1.9, method='product', mode='contextual', shared_head=True, skip=1, ape=True)
+_IRPE_ZOO = 'https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_{size}_patch16_224_ctx_product_50_shared_{on}.pth'
+_TIMM_IN1K = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+_TIMM_AUGREG = dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
+
+# suffix: (pe, pe_kwargs, sizes, {size: {tag: cfg}})
+_PE_MODELS = {
+    'ape': ('ape', {}, _SIZES, {s: {'augreg_in21k_ft_in1k': _cfg(
+        hf_hub_id=f'timm/vit_{s}_patch16_224.augreg_in21k_ft_in1k', **_TIMM_AUGREG)} for s in _SIZES}),
+    'sincos': ('sincos', {}, _SIZES, {}),
+    'nope': ('nope', {}, _SIZES, {}),
+    'peg': ('peg', dict(after_blocks=(0,)), _SIZES, {}),
+    'peg0to5': ('peg', dict(after_blocks=(0, 1, 2, 3, 4, 5)), _SIZES, {}),
+    'fourier': ('fourier', {}, _SIZES, {}),
+    'rope_axial': ('rope_axial', dict(theta=100.0), _SIZES, {s: {'naver_in1k': _cfg(
+        hf_hub_id=f'timm/vit_{s}_patch16_rope_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
+    'rope_mixed': ('rope_mixed', dict(theta=10.0), _SIZES, {s: {'naver_in1k': _cfg(
+        hf_hub_id=f'timm/vit_{s}_patch16_rope_mixed_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
+    'rope_mixed_ape': ('rope_mixed_ape', dict(theta=10.0), _SIZES, {s: {'naver_in1k': _cfg(
+        hf_hub_id=f'timm/vit_{s}_patch16_rope_mixed_ape_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
+    'irpe_k': ('irpe', dict(_IRPE, rpe_on='k'), _SIZES, {s: {'official_in1k': _cfg(
+        url=_IRPE_ZOO.format(size=s, on='k'), **_TIMM_IN1K)} for s in _SIZES}),
+    'irpe_qkv': ('irpe', dict(_IRPE, rpe_on='qkv'), {'small': _SIZES['small']}, {'small': {'official_in1k': _cfg(
+        url=_IRPE_ZOO.format(size='small', on='qkv'), **_TIMM_IN1K)}}),
+    'comrope_ap': ('comrope', dict(variant='ap'), _SIZES, {}),
+    'comrope_ld': ('comrope', dict(variant='ld'), _SIZES, {}),
+    'liere': ('liere', {}, _SIZES, {}),
+}
+
+
+def _model_name(size: str, suffix: str) -> str:
+    return f'pe_vit_{size}_patch16_{suffix}_224'
+
+
+def _cfgs() -> Dict:
+    cfgs = {}
+    for suffix, (_, _, sizes, pretrained) in _PE_MODELS.items():
+        for size in sizes:
+            tags = pretrained.get(size) or {'': _cfg()}
+            for tag, cfg in tags.items():
+                cfgs[f'{_model_name(size, suffix)}.{tag}' if tag else _model_name(size, suffix)] = cfg
+    return cfgs
+
+
+default_cfgs = generate_default_cfgs(_cfgs())
+
+PE_OF_MODEL: Dict[str, str] = {}  # model name -> registered encoding name (for `zoo list` and reports)
+
+
+def _make_entrypoint(name: str, pe: str, pe_kwargs: Dict, size_args: Dict) -> Callable:
+    def entrypoint(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+        model_args = dict(patch_size=16, mlp_ratio=4, qkv_bias=True, pe=pe, **size_args)
+        kwargs['pe_kwargs'] = dict(pe_kwargs, **(kwargs.get('pe_kwargs') or {}))
+        return _create_pe_vit(name, pretrained=pretrained, **dict(model_args, **kwargs))
+    entrypoint.__name__ = entrypoint.__qualname__ = name
+    entrypoint.__module__ = __name__
+    entrypoint.__doc__ = f'ViT-{name.split("_")[2][0].upper()}/16 with the {pe!r} position encoding {pe_kwargs}.'
+    return entrypoint
+
+
+for _suffix, (_pe, _pe_kwargs, _sizes, _) in _PE_MODELS.items():
+    for _size, _size_args in _sizes.items():
+        _name = _model_name(_size, _suffix)
+        globals()[_name] = register_model(_make_entrypoint(_name, _pe, _pe_kwargs, _size_args))
+        PE_OF_MODEL[_name] = _pe
