@@ -1,0 +1,324 @@
+"""ComRoPE-AP, ComRoPE-LD and LieRE: properties, official golden outputs, bad inputs, caching and low precision.
+
+Golden files come from the official code (see ``shared/golden/README.md``). They are required: a missing folder fails
+unless ``ZOO_ALLOW_MISSING_GOLDEN=1`` is set, which skips the golden tests instead.
+"""
+from __future__ import annotations
+
+import os
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import zoo  # noqa: F401  (registers the models with timm)
+import zoo.encodings.comrope  # noqa: F401  (registers 'comrope' and 'liere')
+from zoo.encodings import Positions, create_pos_encoding
+from zoo.encodings.comrope import ComRoPE, LieRE
+
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / 'shared' / 'golden'
+COMMUTING = ('ap', 'ld')
+
+
+def _golden(block_size: int) -> dict:
+    path = GOLDEN_DIR / f'comrope_ap_b{block_size}.pt'
+    if not path.exists():
+        if os.environ.get('ZOO_ALLOW_MISSING_GOLDEN') == '1':
+            pytest.skip(f'golden file {path} missing (ZOO_ALLOW_MISSING_GOLDEN=1)')
+        pytest.fail(f'golden file {path} is missing: the ComRoPE golden tests need shared/golden/ next to the repo '
+                    f'(set ZOO_ALLOW_MISSING_GOLDEN=1 to skip them)')
+    return torch.load(path, weights_only=True)
+
+
+def _pe(variant: str, block_size: int, dim: int = 64, heads: int = 2, depth: int = 2, seed: int = 0, **kw):
+    torch.manual_seed(seed)
+    cls = LieRE if variant == 'liere' else ComRoPE
+    return cls(dim=dim, num_heads=heads, depth=depth, grid_size=(6, 5), variant=variant, block_size=block_size, **kw)
+
+
+def _rotate(pe, pos: Positions, x: torch.Tensor, layer: int = 0) -> torch.Tensor:
+    return pe.attn_terms(pos, x.dtype, x.device)[layer].rotate(x, x)[0]
+
+
+# ------------------------------------------------------------------------------------------------------ properties
+@pytest.mark.parametrize('variant', COMMUTING)
+@pytest.mark.parametrize('block_size', [2, 4, 8])
+def test_generators_commute(variant, block_size):
+    pe = _pe(variant, block_size)
+    for layer in range(pe.depth):
+        a = pe.generators(layer, torch.float64)  # (H, 2, m, b, b)
+        comm = a[:, 0] @ a[:, 1] - a[:, 1] @ a[:, 0]
+        assert comm.abs().max() < 1e-6
+        assert torch.allclose(a, -a.transpose(-1, -2))  # skew-symmetric
+
+
+@pytest.mark.parametrize('variant', COMMUTING)
+@pytest.mark.parametrize('block_size', [2, 4, 8])
+def test_rope_equation(variant, block_size):
+    """R(x)^T R(y) = R(y - x) for the commuting variants, at arbitrary (also negative, off-grid) positions."""
+    pe = _pe(variant, block_size)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.rand(16, 2, generator=g, dtype=torch.float64) * 3 - 1, torch.rand(16, 2, generator=g,
+                                                                                   dtype=torch.float64) * 3 - 1
+    with torch.no_grad():
+        rx, ry, rd = (pe.rotation_blocks(1, p) for p in (x, y, y - x))
+    assert torch.allclose(rx.transpose(-1, -2) @ ry, rd, atol=1e-10)
+
+
+@pytest.mark.parametrize('block_size', [4, 8])
+def test_liere_violates_rope_equation(block_size):
+    pe = _pe('liere', block_size)
+    x, y = torch.tensor([[0.2, 0.9]], dtype=torch.float64), torch.tensor([[0.7, 0.1]], dtype=torch.float64)
+    with torch.no_grad():
+        lhs = pe.rotation_blocks(0, x).transpose(-1, -2) @ pe.rotation_blocks(0, y)
+        rhs = pe.rotation_blocks(0, y - x)
+    assert (lhs - rhs).abs().max() > 1e-2
+    a = pe.generators(0, torch.float64)
+    assert (a[:, 0] @ a[:, 1] - a[:, 1] @ a[:, 0]).abs().max() > 1e-2
+
+
+def _shift_gap(pe, grid=(5, 6), dtype=torch.float64) -> float:
+    """Largest change of q.k scores under a common shift of query and key positions (same q, k at every token)."""
+    h, w = grid
+    heads, d = pe.num_heads, pe.head_dim
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, heads, 1, d, generator=g, dtype=dtype).expand(1, heads, 1 + h * w, d)
+    k = torch.randn(1, heads, 1, d, generator=g, dtype=dtype).expand(1, heads, 1 + h * w, d)
+    with torch.no_grad():
+        qr, kr = pe.attn_terms(Positions.from_hw(grid, 1, 1), dtype, torch.device('cpu'))[0].rotate(q, k)
+    s = (qr[:, :, 1:] @ kr[:, :, 1:].transpose(-1, -2)).reshape(heads, h, w, h, w)
+    # score(query (r, c), key (r2, c2)) vs score(query (r+1, c+1), key (r2+1, c2+1))
+    return (s[:, :-1, :-1, :-1, :-1] - s[:, 1:, 1:, 1:, 1:]).abs().max().item()
+
+
+@pytest.mark.parametrize('variant', COMMUTING)
+@pytest.mark.parametrize('block_size', [2, 4, 8])
+def test_scores_depend_only_on_relative_position(variant, block_size):
+    # positions are float32 patch centres (as in the official code), hence not 1e-12
+    assert _shift_gap(_pe(variant, block_size).eval()) < 1e-5
+
+
+def test_liere_scores_are_not_relative():
+    assert _shift_gap(_pe('liere', 4).eval()) > 1e-3
+    assert _shift_gap(_pe('liere', 2).eval()) < 1e-5  # so(2) is commutative: LieRE-b2 is relative
+
+
+@pytest.mark.parametrize('variant', ['ap', 'ld', 'liere'])
+@pytest.mark.parametrize('block_size', [2, 4, 8])
+def test_fast_path_matches_definition(variant, block_size):
+    """The blockwise fast path equals exp(sum_i x_i A_i) at the documented positions; registers get the identity."""
+    pe = _pe(variant, block_size, heads=2, dim=64).eval()
+    h, w, n_reg = 3, 4, 2
+    pos = Positions.from_hw((h, w), 1 + n_reg, 1)
+    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij')
+    coords = torch.stack([(rows.reshape(-1) + 0.5) / h, (cols.reshape(-1) + 0.5) / w], -1).double()
+    coords = torch.cat([torch.tensor([[0.5, 0.5]], dtype=torch.float64), coords])
+    x = torch.randn(2, 2, pos.num_tokens, 32, dtype=torch.float64)
+    with torch.no_grad():
+        got = _rotate(pe, pos, x, layer=1)
+        r = pe.rotation_blocks(1, coords)  # (L', H, m, b, b)
+        xr = torch.cat([x[:, :, :1], x[:, :, 1 + n_reg:]], 2).unflatten(-1, (-1, block_size))
+        want = torch.einsum('lhmij,nhlmj->nhlmi', r, xr).flatten(-2)
+    assert torch.allclose(got[:, :, :1], want[:, :, :1], atol=1e-10)
+    assert torch.equal(got[:, :, 1:1 + n_reg], x[:, :, 1:1 + n_reg])
+    assert torch.allclose(got[:, :, 1 + n_reg:], want[:, :, 1:], atol=1e-10)
+
+
+def test_training_perturbation():
+    pe = _pe('ld', 4, perturb_intensity=1.0)
+    pos = Positions.from_hw((4, 4), 1, 1)
+    x = torch.randn(1, 2, 17, 32, dtype=torch.float64)
+    ref = _rotate(pe.eval(), pos, x)
+    pe.train()
+    torch.manual_seed(3)
+    got = _rotate(pe, pos, x)
+    torch.manual_seed(3)
+    noise = (torch.randn(16, 2) * 0.5).clamp(-0.5, 0.5)
+    rows, cols = torch.meshgrid(torch.arange(4.), torch.arange(4.), indexing='ij')
+    coords = torch.stack([(rows.reshape(-1) + 0.5 + noise[:, 0]) / 4, (cols.reshape(-1) + 0.5 + noise[:, 1]) / 4], -1)
+    with torch.no_grad():
+        r = pe.rotation_blocks(0, coords.double())
+    want = torch.einsum('lhmij,nhlmj->nhlmi', r, x[:, :, 1:].unflatten(-1, (-1, 4))).flatten(-2)
+    assert torch.allclose(got[:, :, 1:], want, atol=1e-6)
+    assert torch.allclose(got[:, :, :1], ref[:, :, :1], atol=1e-12)  # the class token is not perturbed
+    assert not torch.allclose(got, ref, atol=1e-3)
+    assert torch.equal(_rotate(pe.eval(), pos, x), ref)  # eval never perturbs
+
+
+@pytest.mark.parametrize('variant', ['ap', 'ld', 'liere'])
+@pytest.mark.parametrize('block_size', [2, 4])
+def test_gradients_reach_every_frequency(variant, block_size):
+    pe = _pe(variant, block_size, depth=1).train()
+    q = torch.randn(2, 2, 1 + 12, 32, requires_grad=True)
+    qr, kr = pe.attn_terms(Positions.from_hw((3, 4), 1, 1), q.dtype, q.device)[0].rotate(q, q * 2)
+    (qr @ kr.transpose(-1, -2)).square().mean().backward()
+    for name, p in pe.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    assert q.grad is not None
+
+
+def test_parameters_and_weight_decay():
+    pe = _pe('ld', 4, dim=96, heads=3, depth=2)
+    shapes = {k: tuple(v.shape) for k, v in pe.state_dict().items()}
+    assert shapes == {'layers.0.freqs': (3, 1, 8, 4, 4), 'layers.0.multiplier': (1, 2, 8, 1, 1),
+                      'layers.1.freqs': (3, 1, 8, 4, 4), 'layers.1.multiplier': (1, 2, 8, 1, 1)}
+    assert pe.no_weight_decay() == set(shapes)
+    assert tuple(_pe('ap', 8, dim=96, heads=3).layers[0].freqs.shape) == (3, 1, 4, 8, 8)
+    assert tuple(_pe('liere', 2, dim=96, heads=3).layers[0].freqs.shape) == (3, 2, 16, 2, 2)
+    ape = _pe('ap', 4, ape=True)
+    assert 'ape.pos_embed' in ape.state_dict() and 'ape.pos_embed' in ape.no_weight_decay()
+
+
+def test_factory_names_and_variants():
+    geo = dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4), num_prefix_tokens=1, num_class_tokens=1)
+    assert create_pos_encoding('comrope', geo, dict(variant='ld', block_size=4)).variant == 'ld'
+    assert create_pos_encoding('comrope', geo).variant == 'ap'
+    assert create_pos_encoding('liere', geo, dict(block_size=4, init_std=0.5, perturb_intensity=0.5)).variant == 'liere'
+
+
+# --------------------------------------------------------------------------------------------------- bad inputs
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(block_size=3), 'block_size must be one of'),
+    (dict(block_size=16), 'block_size must be one of'),
+    (dict(dim=96, num_heads=8, block_size=8), 'does not divide the head dim 12'),
+    (dict(variant='rope'), 'unknown ComRoPE variant'),
+    (dict(dim=64, num_heads=2, block_size=8, variant='ap', depth=1, ape=False, init_std=1.0, perturb_intensity=-1),
+     'perturb_intensity'),
+])
+def test_bad_arguments(kwargs, match):
+    args = dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        ComRoPE(**args)
+
+
+def test_bad_liere_variant_and_ap_odd_blocks():
+    with pytest.raises(ValueError, match="only has variant 'liere'"):
+        LieRE(dim=64, num_heads=2, depth=1, variant='ap')
+    with pytest.raises(ValueError, match='even number of blocks'):
+        ComRoPE(dim=48, num_heads=2, depth=1, variant='ap', block_size=8)  # 3 blocks of 8 per head
+    ComRoPE(dim=48, num_heads=2, depth=1, variant='ld', block_size=8)  # LD has no axis split
+
+
+def test_bad_positions():
+    pe = _pe('ap', 4).eval()
+    with pytest.raises(ValueError, match='2D'):
+        pe.attn_terms(Positions((2, 3, 3), 1, 1), torch.float32, torch.device('cpu'))
+    term = pe.attn_terms(Positions.from_hw((3, 3), 1, 1), torch.float32, torch.device('cpu'))[0]
+    with pytest.raises(ValueError, match='10 tokens'):
+        term.rotate(torch.randn(1, 2, 11, 32), torch.randn(1, 2, 11, 32))
+
+
+# -------------------------------------------------------------------------------------------------------- cache
+def test_eval_cache_is_never_stale():
+    pe = _pe('ld', 4).eval()
+    pos = Positions.from_hw((3, 3), 1, 1)
+    x = torch.randn(1, 2, 10, 32)
+    with torch.no_grad():
+        t1 = pe.attn_terms(pos, x.dtype, x.device)
+        assert pe.attn_terms(pos, x.dtype, x.device) is t1  # cached
+        before = t1[0].rotate(x, x)[0]
+        other = _pe('ld', 4, seed=7)
+        pe.load_state_dict(other.state_dict())
+        after = _rotate(pe, pos, x)
+        assert torch.allclose(after, _rotate(other.eval(), pos, x), atol=1e-6)
+        assert not torch.allclose(after, before, atol=1e-3)
+        pe.layers[0].multiplier.mul_(2.0)  # an optimizer step writes in place, like this
+        assert not torch.allclose(_rotate(pe, pos, x), after, atol=1e-3)
+    # an optimizer step through autograd
+    pe.train()
+    opt = torch.optim.SGD(pe.parameters(), lr=0.5)
+    qr, kr = pe.attn_terms(pos, x.dtype, x.device)[0].rotate(x, x.flip(-1))
+    (qr * kr).sum().backward()
+    opt.step()
+    pe.eval()
+    with torch.no_grad():
+        stepped = _rotate(pe, pos, x)
+        fresh = _pe('ld', 4).eval()
+        fresh.load_state_dict(pe.state_dict())
+        assert torch.allclose(stepped, _rotate(fresh, pos, x), atol=1e-6)
+    # with autograd on, nothing is cached and tables carry gradients
+    assert pe.attn_terms(pos, x.dtype, x.device)[0].blocks.requires_grad
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('block_size', [2, 4])
+def test_low_precision(dtype, block_size):
+    pe = _pe('ap', block_size).eval()
+    pos = Positions.from_hw((4, 4), 1, 1)
+    x = torch.randn(2, 2, 17, 32)
+    with torch.no_grad():
+        ref = _rotate(pe, pos, x)
+        got = _rotate(pe, pos, x.to(dtype))
+    assert got.dtype == dtype
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    assert torch.allclose(got.float(), ref, atol=tol * ref.abs().max().item())
+
+
+# ------------------------------------------------------------------------------------------------------- golden
+@pytest.mark.parametrize('block_size', [2, 4])
+def test_golden_rotation(block_size):
+    d = _golden(block_size)
+    pe = ComRoPE(dim=128, num_heads=2, depth=2, grid_size=(14, 14), variant='ap', block_size=block_size).eval()
+    with torch.no_grad():
+        pe.layers[0].freqs.copy_(d['state_dict'][f'vision_model.encoder.layers.{d["rope_layer"]}.self_attn.freqs'])
+    assert torch.equal(pe.generators(0), d['rope_exponent_matrix'])
+    pos = Positions.from_hw((14, 14), 1, 1)
+    with torch.no_grad():
+        got = _rotate(pe, pos, d['rope_q'])
+        got64 = _rotate(pe, pos, d['rope_q'].double())
+    assert (got - d['rope_q_rot']).abs().max() <= 2e-5
+    assert (got64 - d['rope_q_rot_fp64']).abs().max() <= 1e-10
+
+
+def _official_like_model(block_size: int, ape: bool, file: str, model_name: str = 'pe_vit_tiny_patch16_comrope_ap_224'):
+    import timm
+    return timm.create_model(
+        model_name, pretrained=True, pretrained_cfg_overlay=dict(file=file, num_classes=10),
+        embed_dim=128, depth=2, num_heads=2, num_classes=10, mlp_ratio=4, pre_norm=True, fc_norm=True,
+        act_layer='quick_gelu', norm_layer=partial(nn.LayerNorm, eps=1e-5), dynamic_img_size=True,
+        pe_kwargs=dict(block_size=block_size, ape=ape)).eval()
+
+
+@pytest.mark.parametrize('block_size', [2, 4])
+def test_golden_logits(block_size, tmp_path):
+    d = _golden(block_size)
+    file = str(tmp_path / 'official.pt')
+    torch.save(d['state_dict'], file)
+    cases = [(True, 'input', 'logits'), (False, 'input', 'logits_no_ape'), (False, 'input_320', 'logits_320_no_ape')]
+    for ape, inp, key in cases:
+        model = _official_like_model(block_size, ape, file)
+        with torch.no_grad():
+            out = model(d[inp].float())
+        assert (out - d[key]).abs().max() <= 1e-4, key
+    # the positional terms matter: an identity rotation moves the logits far more than the tolerance
+    assert (d['logits'] - d['logits_identity_rotation']).abs().max() > 1e-2
+
+
+def test_golden_ape_fold_matches_official_rule():
+    """The folded table gives every token of a row the row-lerp of the mean of the two centre columns."""
+    from zoo.models.convert_comrope import fold_official_ape
+    t = torch.randn(1, 14, 14, 8, dtype=torch.float64)
+    table = fold_official_ape(t, (14, 14))
+    centre = 0.5 * (t[0, :, 6] + t[0, :, 7])
+    assert torch.allclose(table[0, 0], 0.25 * (t[0, 6, 6] + t[0, 6, 7] + t[0, 7, 6] + t[0, 7, 7]))
+    u = (2 + 0.5) / 14 * 13  # row 2
+    want = centre[int(u)] * (1 - (u - int(u))) + centre[int(u) + 1] * (u - int(u))
+    assert torch.allclose(table[0, 1 + 2 * 14: 1 + 3 * 14], want.expand(14, -1))
+
+
+def test_golden_bad_checkpoint_shapes(tmp_path):
+    d = _golden(2)
+    file = str(tmp_path / 'official_b2.pt')
+    torch.save(d['state_dict'], file)
+    with pytest.raises(ValueError, match=r'freqs: checkpoint \(2, 1, 32, 2, 2\) vs model \(2, 1, 16, 4, 4\)'):
+        _official_like_model(4, False, file)
+    with pytest.raises(ValueError, match='multiplier: missing'):
+        _official_like_model(2, False, file, 'pe_vit_tiny_patch16_comrope_ld_224')
+    sd = dict(d['state_dict'])
+    sd['vision_model.encoder.layers.1.self_attn.freqs'] = sd['vision_model.encoder.layers.1.self_attn.freqs'][:1]
+    torch.save(sd, file)
+    with pytest.raises(ValueError, match=r'layers\.1\.freqs: checkpoint \(1, 1, 32, 2, 2\)'):
+        _official_like_model(2, False, file)

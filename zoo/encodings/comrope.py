@@ -1,0 +1,403 @@
+"""Trainable rotation-matrix RoPE: ComRoPE-AP, ComRoPE-LD and LieRE.
+
+Papers:
+    * ComRoPE: Scalable and Robust Rotary Position Embedding Parameterized by Trainable Commuting Angle Matrices,
+      Yu et al., CVPR 2025, arXiv:2506.03737.
+    * LieRE: Lie Rotational Positional Encodings (published as "LieRE: Generalizing Rotary Position Encodings"),
+      Ostmeier et al., arXiv:2406.10322.
+
+A token at position ``x = (x_0, x_1)`` (row, col) rotates each head's query and key by
+
+    R(x) = exp(x_0 A_0 + x_1 A_1),
+
+where every angle matrix ``A_i`` is skew-symmetric and block-diagonal with ``m = head_dim / b`` blocks of size
+``b x b`` (``b`` in {2, 4, 8}). Block ``j`` of ``R(x)`` acts on channels ``j*b .. j*b+b-1`` of the head and equals
+``exp(x_0 A_0[j] + x_1 A_1[j])``; ``R`` multiplies the channel (column) vector from the left. Attention then scores
+``(R(x) q)^T (R(y) k) = q^T R(x)^T R(y) k``. The "RoPE equation" ``R(x)^T R(y) = R(y - x)`` holds exactly when the
+``A_i`` commute, which makes scores depend on the relative position only (paper, Theorem 1).
+
+Variants (generator ``S = P - P^T`` of a trainable square ``P``; per layer and per head):
+    * ``'ap'`` (axial partition): ``A_i[j] = S[j]`` when ``j mod N == i``, else 0. Blocks alternate between the row
+      and the column axis (block 0 row, block 1 col, ...), as in the official code. Commuting by construction.
+    * ``'ld'`` (linearly dependent): ``A_i[j] = theta[i, j] * S[j]``; ``theta`` (``multiplier``) is shared over heads.
+      Commuting because every ``A_i[j]`` is a multiple of the same ``S[j]``.
+    * ``'liere'``: ``A_i[j] = (P_i[j] - P_i[j]^T) / scale_factor`` with an independent ``P_i`` per axis. These do not
+      commute in general (for ``b >= 4``), so LieRE scores are not purely relative. With ``b = 2`` every generator is a
+      multiple of the same 2x2 rotation generator, so LieRE-b2 does commute.
+
+Parameter layouts (identical to the official checkpoints, ``H`` heads, ``N = 2`` axes, ``m = head_dim / b``), stored as
+``layers.<layer>.freqs`` and ``layers.<layer>.multiplier``:
+    * AP: ``freqs (H, 1, m, b, b)``;
+    * LD: ``freqs (H, 1, m, b, b)`` and ``multiplier (1, N, m, 1, 1)``;
+    * LieRE: ``freqs (H, N, m, b, b)``.
+
+Positions are normalised patch centres ``((row + 0.5) / H, (col + 0.5) / W)`` in [0, 1], so a larger grid interpolates
+rather than extrapolates. Class tokens sit at ``(0.5, 0.5)`` and are rotated (official behaviour); register tokens get
+the identity. In training, ``perturb_intensity > 0`` adds ``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to
+each patch coordinate (one draw per forward, shared by the batch and all layers); eval never perturbs.
+
+Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per sample, token and head):
+    * the rotation is applied block by block, ``(..., m, b) x (..., m, b, b)``; ``b = 2`` uses the exact closed form
+      ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and a cos/sin product like axial RoPE;
+    * ``matrix_exp`` runs on ``b x b`` blocks only, and for AP/LD only once per distinct coordinate value of each axis
+      (``H + W + 2`` values, not ``H * W``): AP blocks depend on one axis, and LD blocks factor as
+      ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute;
+    * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
+    * in eval with autograd off they are cached per (grid, prefix tokens, dtype, device), keyed also on every
+      generator parameter's version counter and storage, so ``load_state_dict`` or an optimizer step can never
+      return stale rotations.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ._cache import TableCache
+from .base import AttnTerm, Positions, PosEncoding
+from .registry import register_pos_encoding
+
+__all__ = ['ComRoPE', 'LieRE', 'BlockRotation', 'VARIANTS', 'BLOCK_SIZES', 'NUM_AXES']
+
+VARIANTS = ('ap', 'ld', 'liere')
+BLOCK_SIZES = (2, 4, 8)
+NUM_AXES = 2  # (row, col); 2D images only
+
+
+class _LayerGenerators(nn.Module):
+    """The trainable angle-matrix parameters of one attention layer (all heads).
+
+    Args:
+        variant: ``'ap'``, ``'ld'`` or ``'liere'``.
+        num_heads: attention heads ``H``.
+        head_dim: channels per head; a multiple of ``block_size``.
+        block_size: ``b``.
+        init_std: standard deviation of the ``freqs`` initialisation (times ``scale_factor`` for LieRE).
+        scale_factor: LieRE only, ``A = (F - F^T) / scale_factor``.
+    """
+
+    def __init__(self, variant: str, num_heads: int, head_dim: int, block_size: int, init_std: float,
+                 scale_factor: float):
+        super().__init__()
+        self.variant = variant
+        self.init_std = init_std
+        self.scale_factor = scale_factor
+        m = head_dim // block_size
+        f_axes = NUM_AXES if variant == 'liere' else 1
+        self.freqs = nn.Parameter(torch.empty(num_heads, f_axes, m, block_size, block_size))
+        if variant == 'ld':
+            self.multiplier = nn.Parameter(torch.empty(1, NUM_AXES, m, 1, 1))
+        else:
+            self.register_parameter('multiplier', None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Official initialisation: ``freqs ~ N(0, init_std)`` (LieRE: ``N(0, init_std * scale_factor)``),
+        ``multiplier ~ N(0, 1)``."""
+        std = self.init_std * (self.scale_factor if self.variant == 'liere' else 1.0)
+        nn.init.normal_(self.freqs, 0.0, std)
+        if self.multiplier is not None:
+            nn.init.normal_(self.multiplier, 0.0, 1.0)
+
+    def generators(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Angle matrices ``A`` ``(H, N, m, b, b)``: ``A[h, i, j]`` is block ``j`` of axis ``i`` for head ``h``."""
+        f = self.freqs.to(dtype)
+        s = f - f.transpose(-1, -2)
+        if self.variant == 'ap':
+            n_blocks = s.shape[2]
+            axis_of_block = torch.arange(n_blocks, device=s.device) % NUM_AXES
+            mask = (axis_of_block[None, :] == torch.arange(NUM_AXES, device=s.device)[:, None]).to(dtype)
+            return s * mask[None, :, :, None, None]
+        if self.variant == 'ld':
+            return s * self.multiplier.to(dtype)
+        return s / self.scale_factor
+
+    def extra_repr(self) -> str:
+        return f'variant={self.variant!r}, freqs={tuple(self.freqs.shape)}'
+
+
+class BlockRotation(AttnTerm):
+    """Rotates q and k by per-token block-diagonal rotations, out of place.
+
+    Exactly one of the two payloads is set:
+        * ``cos``/``sin``: ``(H, L, head_dim)`` for ``b = 2``; channel pair ``(x0, x1)`` becomes
+          ``(c x0 + s x1, c x1 - s x0)`` (``sin`` holds ``+s`` on even and ``-s`` on odd channels);
+        * ``blocks``: ``(H, L, m, b, b)``; ``out[..., j, :] = blocks[h, l, j] @ x[..., j, :]``.
+
+    Tables are broadcast over the batch. Register tokens carry identity rows.
+    """
+
+    def __init__(self, cos: Optional[torch.Tensor] = None, sin: Optional[torch.Tensor] = None,
+                 blocks: Optional[torch.Tensor] = None):
+        if (blocks is None) == (cos is None):
+            raise ValueError('BlockRotation needs either cos/sin tables or rotation blocks, not both')
+        self.cos, self.sin, self.blocks = cos, sin, blocks
+
+    @property
+    def num_tokens(self) -> int:
+        return (self.cos if self.blocks is None else self.blocks).shape[1]
+
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2] != self.num_tokens:
+            raise ValueError(f'rotation built for {self.num_tokens} tokens, got a tensor with {x.shape[-2]} '
+                             f'(shape {tuple(x.shape)}); positions and sequence disagree')
+        if self.blocks is None:
+            cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+            swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+            return x * cos + swapped * sin
+        blocks = self.blocks.to(x.dtype)
+        b = blocks.shape[-1]
+        xb = x.unflatten(-1, (-1, b))
+        return torch.einsum('hlmij,nhlmj->nhlmi', blocks, xb).flatten(-2)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
+        return self._apply(q), self._apply(k)
+
+
+def _axis_coords(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """Normalised patch centres ``(i + 0.5) / n`` for ``i < n``, computed in float32."""
+    return ((torch.arange(n, device=device, dtype=torch.float32) + 0.5) / n).to(dtype)
+
+
+@register_pos_encoding('comrope')
+class ComRoPE(PosEncoding):
+    """ComRoPE (``variant='ap'`` or ``'ld'``) and LieRE (``variant='liere'``) for 2D patch grids.
+
+    Args:
+        dim: embedding width; ``dim / num_heads`` is the head dim.
+        num_heads: attention heads.
+        depth: number of attention layers; each gets its own generators.
+        grid_size: default patch grid ``(H, W)``; only the optional APE uses it (rotations are built from the grid of
+            each forward).
+        num_prefix_tokens: class + register tokens in front of the patches.
+        num_class_tokens: leading class tokens; they are rotated at ``(0.5, 0.5)``. Registers get the identity.
+        variant: ``'ap'``, ``'ld'`` or ``'liere'``.
+        block_size: ``b`` in {2, 4, 8}; must divide the head dim (AP also needs an even number of blocks, one half per
+            axis, as in the official code).
+        init_std: standard deviation of the ``freqs`` initialisation (official default 1.0).
+        perturb_intensity: training-time position jitter, in units of half a patch, clamped to half a patch. 0 = off.
+        scale_factor: LieRE only, divides the generators (the official default 1e100 is degenerate; we use 1.0).
+        ape: also add a learned absolute position table (``zoo.encodings.absolute.LearnedAPE``) as the ``ape``
+            submodule. Note that the official ``keep_ape`` flag is inverted; this flag means what it says.
+
+    Raises:
+        ValueError: unknown variant, block size not in {2, 4, 8}, block size not dividing the head dim, an odd number
+            of AP blocks, or ``dim`` not divisible by ``num_heads``.
+    """
+    family = 'comrope'
+    adaptation = 'none needed: positions are normalised to [0, 1], so a new grid interpolates between learned angles'
+    default_variant = 'ap'
+
+    def __init__(
+            self,
+            dim: int,
+            num_heads: int,
+            depth: int,
+            grid_size: Tuple[int, int] = (14, 14),
+            num_prefix_tokens: int = 1,
+            num_class_tokens: int = 1,
+            variant: Optional[str] = None,
+            block_size: int = 8,
+            init_std: float = 1.0,
+            perturb_intensity: float = 0.0,
+            scale_factor: float = 1.0,
+            ape: bool = False,
+    ):
+        super().__init__()
+        variant = self.default_variant if variant is None else variant
+        if variant not in VARIANTS:
+            raise ValueError(f'unknown ComRoPE variant {variant!r}; choose one of {VARIANTS}')
+        if block_size not in BLOCK_SIZES:
+            raise ValueError(f'block_size must be one of {BLOCK_SIZES}, got {block_size!r}')
+        if dim % num_heads:
+            raise ValueError(f'dim {dim} is not divisible by num_heads {num_heads}')
+        head_dim = dim // num_heads
+        if head_dim % block_size:
+            raise ValueError(f'block_size {block_size} does not divide the head dim {head_dim} '
+                             f'(dim {dim} / {num_heads} heads)')
+        if variant == 'ap' and (head_dim // block_size) % NUM_AXES:
+            raise ValueError(f'ComRoPE-AP splits the {head_dim // block_size} blocks of size {block_size} evenly over '
+                             f'{NUM_AXES} axes; use a block size giving an even number of blocks per head')
+        if perturb_intensity < 0:
+            raise ValueError(f'perturb_intensity must be >= 0, got {perturb_intensity}')
+        if scale_factor <= 0:
+            raise ValueError(f'scale_factor must be > 0, got {scale_factor}')
+        self.variant = variant
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.depth = depth
+        self.block_size = block_size
+        self.init_std = init_std
+        self.perturb_intensity = float(perturb_intensity)
+        self.grid_size = tuple(grid_size)
+        self.num_prefix_tokens = num_prefix_tokens
+        self.num_class_tokens = num_class_tokens
+        self.layers = nn.ModuleList([
+            _LayerGenerators(variant, num_heads, head_dim, block_size, init_std, scale_factor) for _ in range(depth)])
+        if ape:
+            from .absolute import LearnedAPE  # sibling encoding module; imported lazily
+            self.ape = LearnedAPE(dim=dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens)
+        else:
+            self.ape = None
+        self._cache = TableCache(max_entries=8)
+
+    # ----------------------------------------------------------------------------------------------------- hooks
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        """Adds the optional learned APE; identity otherwise."""
+        return x if self.ape is None else self.ape.embed(x, pos)
+
+    def set_grid_size(self, grid_size: Tuple[int, int]) -> None:
+        """Rotations need nothing; the optional APE is resampled."""
+        self.grid_size = tuple(grid_size)
+        if self.ape is not None:
+            self.ape.set_grid_size(grid_size)
+
+    def no_weight_decay(self) -> set:
+        names = {f'layers.{i}.{n}' for i, layer in enumerate(self.layers) for n, _ in layer.named_parameters()}
+        if self.ape is not None:
+            names |= {f'ape.{n}' for n in self.ape.no_weight_decay()}
+        return names
+
+    def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> List[BlockRotation]:
+        """One :class:`BlockRotation` per layer for the tokens described by ``pos``.
+
+        Args:
+            pos: token layout; ``pos.grid`` must be ``(1, H, W)``.
+            dtype: dtype of q/k; tables are cast to it (computed in float32, or float64 for float64).
+            device: device of q/k.
+
+        Raises:
+            ValueError: the positions carry no grid, or a grid with ``T != 1``.
+        """
+        if pos.grid is None:
+            raise ValueError('ComRoPE needs a patch grid (Positions.grid), not explicit ids')
+        t, h, w = pos.grid
+        if t != 1:
+            raise ValueError(f'ComRoPE here is 2D (row, col); got a grid with T={t} frames')
+        perturb = self.training and self.perturb_intensity > 0
+
+        def build():
+            return self._build_terms(h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb)
+
+        # Cache only results that carry no autograd graph and no randomness. The key holds each generator
+        # parameter's version counter (bumped by load_state_dict, optimizer steps and any in-place write) and
+        # storage, so a stale table can never be returned.
+        if perturb or self.training or torch.is_grad_enabled():
+            return build()
+        versions = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.layers.parameters())
+        key = (h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype, torch.device(device), versions)
+        return self._cache.get(key, build)
+
+    # ------------------------------------------------------------------------------------------------ building
+    def generators(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Angle matrices of one layer, ``(H, N, m, b, b)`` (``A[h, axis, block]``)."""
+        return self.layers[layer].generators(dtype)
+
+    def rotation_blocks(self, layer: int, coords: torch.Tensor) -> torch.Tensor:
+        """Reference (slow, definition-level) rotation at arbitrary positions.
+
+        Args:
+            layer: layer index.
+            coords: ``(..., 2)`` positions (row, col) in the normalised units of this module.
+
+        Returns:
+            ``(..., H, m, b, b)`` blocks ``exp(sum_i coords_i A_i[h, j])`` in the dtype of ``coords`` (float32 or
+            float64).
+        """
+        a = self.generators(layer, coords.dtype)
+        gen = torch.einsum('...n,hnmij->...hmij', coords, a)
+        return torch.linalg.matrix_exp(gen)
+
+    def _coords(self, h: int, w: int, perturb: bool, device, cdtype):
+        """Distinct values per axis and, for every rotated token (class tokens, then patches), its index into them."""
+        n_p = h * w
+        rr, cc = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing='ij')
+        rr, cc = rr.reshape(-1), cc.reshape(-1)
+        half = torch.full((1,), 0.5, device=device, dtype=cdtype)
+        if perturb:
+            noise = torch.randn(n_p, NUM_AXES, device=device) * (0.5 * self.perturb_intensity)
+            noise = noise.clamp(-0.5, 0.5)
+            u_row = ((rr + 0.5 + noise[:, 0]) / h).to(cdtype)
+            u_col = ((cc + 0.5 + noise[:, 1]) / w).to(cdtype)
+            idx_row = idx_col = torch.arange(n_p, device=device)
+            u_row, u_col = torch.cat([u_row, half]), torch.cat([u_col, half])
+            cls_row, cls_col = n_p, n_p
+        else:
+            u_row = torch.cat([_axis_coords(h, device, cdtype), half])
+            u_col = torch.cat([_axis_coords(w, device, cdtype), half])
+            idx_row, idx_col = rr, cc
+            cls_row, cls_col = h, w
+        return u_row, u_col, idx_row, idx_col, cls_row, cls_col
+
+    def _build_terms(self, h: int, w: int, num_prefix: int, num_class: int, dtype: torch.dtype, device,
+                     perturb: bool) -> List[BlockRotation]:
+        if num_class > num_prefix:
+            raise ValueError(f'num_class_tokens {num_class} exceeds num_prefix_tokens {num_prefix}')
+        device = torch.device(device)
+        cdtype = torch.float64 if dtype == torch.float64 else torch.float32
+        u_row, u_col, idx_row, idx_col, cls_row, cls_col = self._coords(h, w, perturb, device, cdtype)
+        # token order of the rotated set: class tokens, then patches (registers are inserted as identity later)
+        tok_row = torch.cat([idx_row.new_full((num_class,), cls_row), idx_row])
+        tok_col = torch.cat([idx_col.new_full((num_class,), cls_col), idx_col])
+        n_reg = num_prefix - num_class
+        b = self.block_size
+        terms = []
+        for layer in self.layers:
+            a = layer.generators(cdtype).to(device)  # (H, N, m, b, b)
+            if b == 2:
+                # so(2) is commutative: every block is a plain rotation by angle sum_i x_i * A_i[j][0, 1]
+                omega = a[..., 0, 1]  # (H, N, m)
+                ang = (u_row[tok_row][None, :, None] * omega[:, None, 0]
+                       + u_col[tok_col][None, :, None] * omega[:, None, 1])
+                cos, sin = ang.cos(), ang.sin()  # (H, Lr, m)
+                if n_reg:
+                    cos = torch.cat([cos[:, :num_class], cos.new_ones(cos.shape[0], n_reg, cos.shape[2]),
+                                     cos[:, num_class:]], 1)
+                    sin = torch.cat([sin[:, :num_class], sin.new_zeros(sin.shape[0], n_reg, sin.shape[2]),
+                                     sin[:, num_class:]], 1)
+                cos = cos.repeat_interleave(2, dim=-1)
+                sin = torch.stack([sin, -sin], dim=-1).flatten(-2)
+                terms.append(BlockRotation(cos=cos.to(dtype), sin=sin.to(dtype)))
+                continue
+            if self.variant == 'ap':
+                # block j turns with axis j mod N only: exp once per distinct coordinate of that axis, then gather
+                e_row = torch.linalg.matrix_exp(u_row[:, None, None, None, None] * a[None, :, 0, 0::NUM_AXES])
+                e_col = torch.linalg.matrix_exp(u_col[:, None, None, None, None] * a[None, :, 1, 1::NUM_AXES])
+                blocks = torch.stack([e_row[tok_row], e_col[tok_col]], dim=3).flatten(2, 3)  # (Lr, H, m, b, b)
+            elif self.variant == 'ld':
+                # A_0[j] and A_1[j] are multiples of one matrix, so exp(x0 A0 + x1 A1) = exp(x0 A0) exp(x1 A1)
+                e_row = torch.linalg.matrix_exp(u_row[:, None, None, None, None] * a[None, :, 0])
+                e_col = torch.linalg.matrix_exp(u_col[:, None, None, None, None] * a[None, :, 1])
+                blocks = torch.matmul(e_row[tok_row], e_col[tok_col])
+            else:
+                gen = (u_row[tok_row][:, None, None, None, None] * a[None, :, 0]
+                       + u_col[tok_col][:, None, None, None, None] * a[None, :, 1])
+                blocks = torch.linalg.matrix_exp(gen)
+            if n_reg:
+                eye = torch.eye(b, device=device, dtype=cdtype).expand(n_reg, *blocks.shape[1:])
+                blocks = torch.cat([blocks[:num_class], eye, blocks[num_class:]], 0)
+            terms.append(BlockRotation(blocks=blocks.transpose(0, 1).to(dtype)))
+        return terms
+
+    def extra_repr(self) -> str:
+        return (f'variant={self.variant!r}, block_size={self.block_size}, heads={self.num_heads}, '
+                f'head_dim={self.head_dim}, perturb_intensity={self.perturb_intensity}')
+
+
+@register_pos_encoding('liere')
+class LieRE(ComRoPE):
+    """LieRE: the non-commuting baseline, ``variant='liere'`` of :class:`ComRoPE` (same arguments).
+
+    Raises:
+        ValueError: any ``variant`` other than ``'liere'``, plus the checks of :class:`ComRoPE`.
+    """
+    family = 'liere'
+    default_variant = 'liere'
+
+    def __init__(self, *args, variant: Optional[str] = None, **kwargs):
+        if variant not in (None, 'liere'):
+            raise ValueError(f"the 'liere' encoding only has variant 'liere', got {variant!r}; "
+                             f"use kind 'comrope' for 'ap' and 'ld'")
+        super().__init__(*args, variant='liere', **kwargs)
