@@ -1,0 +1,431 @@
+"""iRPE: image relative position encoding, in bias and contextual modes, on queries, keys and values.
+
+Paper: "Rethinking and Improving Relative Position Encoding for Vision Transformer" (Wu et al., ICCV 2021,
+arXiv:2107.14222). Section numbers below refer to that paper.
+
+The relative position of a (query i, key j) pair is the 2D offset ``(dr, dc) = (row_i - row_j, col_i - col_j)`` in
+patches (query minus key, as the official code computes it). A 2D *method* maps it, through the piecewise index
+function ``g`` (Sec. 3.2, Eq. 18), to an integer *bucket*. Each bucket owns a learned encoding in a lookup table:
+
+* ``bias`` mode (Sec. 3.1, Eq. 8): a scalar per bucket (and per head unless ``shared_head``), added to the logits.
+* ``contextual`` mode (Eq. 11-13): a ``head_dim`` vector per bucket. On keys it adds ``q_i . r_k[b(i, j)]`` to the
+  logits, on queries ``k_j . r_q[b(j, i)]`` (keys scaled, bucket table transposed), and on values it adds
+  ``sum_j p_ij r_v[b(i, j)]`` to the attention output.
+
+The contextual term is computed in the efficient form of Sec. 3.3: project each query on the whole table once,
+``(B, H, L, num_buckets)``, then gather one entry per pair. Per-pair embeddings ``(B, H, L, L, D)`` are never
+built. The value term scatters the attention weights into buckets ``(B, H, L, num_buckets)`` and multiplies by the
+value table.
+
+Prefix tokens (the class token) are not on the grid: every pair in which one of the first ``skip`` tokens is the query
+or the key uses one extra bucket, the last id. Bucket ids depend only on ``(H, W)`` and the config, so they are
+cached per ``(H, W, config, device)`` outside the state_dict.
+
+Conventions that the released DeiT-iRPE checkpoints depend on (the official code departs from the paper's text
+here, and this module follows the code):
+
+* ``euclidean`` rounds the float32 ``sqrt(dr^2 + dc^2)`` before ``g``;
+* ``quant`` applies ``g`` to ``dr^2 + dc^2`` directly (no square root, no rank quantisation);
+* ``cross`` is two modules, ``rp_rows`` (on ``dr``) and ``rp_cols`` (on ``dc``), each with its own table of
+  ``2*int(beta) + 1`` (+1 class) buckets; their terms are summed;
+* for every method except ``product`` the bucket is ``g(.) + int(beta)``, so ``euclidean`` and ``quant`` (whose
+  argument is never negative) use only the upper half of their tables;
+* tables: bias ``(H', K)``, q/k contextual ``(H', D, K)``, v contextual ``(H', K, D)``, ``H' = 1`` if shared;
+* tables start at zero.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from ._cache import TableCache
+from .absolute import LearnedAPE
+from .base import AttnTerm, Positions, PosEncoding
+from .registry import register_pos_encoding
+
+__all__ = [
+    'IRPE', 'IRPELayer', 'IRPETable', 'IRPECross', 'IRPEAttnTerm', 'piecewise_index', 'irpe_bucket_ids',
+    'irpe_num_buckets', 'irpe_coefficients',
+]
+
+_METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant', 'cross': 'cross',
+                   'product': 'product'}
+_MODE_ALIASES = {'bias': 'bias', 'contextual': 'contextual', 'ctx': 'contextual'}
+# Bucket functions: every method, with cross split into its row and column halves.
+_PARTS = ('euclidean', 'quant', 'product', 'cross_rows', 'cross_cols')
+
+
+def irpe_coefficients(ratio: float) -> Tuple[float, float, float]:
+    """The piecewise-function coefficients ``(alpha, beta, gamma) = (ratio, 2 * ratio, 8 * ratio)`` (official)."""
+    return 1 * ratio, 2 * ratio, 8 * ratio
+
+
+@torch.no_grad()
+def piecewise_index(x: torch.Tensor, alpha: float, beta: float, gamma: float) -> torch.Tensor:
+    """The piecewise index function ``g`` (Sec. 3.2, Eq. 18), as the official code evaluates it.
+
+    ``g(x) = round(x)`` when ``|x| <= alpha``; otherwise
+    ``sign(x) * min(round(alpha + ln(|x| / alpha) / ln(gamma / alpha) * (beta - alpha)), beta)``, then truncated to an
+    integer, so ``|g| <= int(beta)``. Rounding is half to even (``torch.round``). The logarithmic branch is evaluated
+    in float32 (or float64 for float64 input), in the same operation order as the official code, so bucket ids match
+    it bit for bit.
+
+    Args:
+        x: relative positions or distances, any shape, integer or floating dtype.
+        alpha: end of the exact (linear) range.
+        beta: saturation value.
+        gamma: the ``|x|`` at which the logarithmic branch would reach ``beta`` before rounding.
+
+    Returns:
+        int64 tensor of ``x``'s shape with values in ``[-int(beta), int(beta)]``.
+    """
+    if x.is_floating_point():
+        out = x.round().long()
+    else:
+        out = x.long().clone()
+    xf = x if x.is_floating_point() else x.float()
+    far = xf.abs() > alpha
+    if far.any():
+        xa = xf.abs()[far]
+        mag = (alpha + torch.log(xa / alpha) / math.log(gamma / alpha) * (beta - alpha)).round().clip(max=beta)
+        out[far] = (torch.sign(xf[far]) * mag).long()
+    return out
+
+
+def irpe_num_buckets(method: str, ratio: float, skip: int = 0) -> int:
+    """Number of buckets (table columns) of one table: ``(2*int(beta)+1)**2`` for product, else ``2*int(beta)+1``.
+
+    ``cross`` counts one of its two tables. One extra bucket (the last id) is added when ``skip > 0``.
+    """
+    beta_int = int(irpe_coefficients(ratio)[1])
+    n = (2 * beta_int + 1) ** 2 if method == 'product' else 2 * beta_int + 1
+    return n + (1 if skip > 0 else 0)
+
+
+@torch.no_grad()
+def irpe_bucket_ids(method: str, height: int, width: int, ratio: float, skip: int = 0,
+                    device: Optional[torch.device] = None) -> torch.Tensor:
+    """Bucket id of every (query, key) pair of a ``height x width`` grid plus ``skip`` leading prefix tokens.
+
+    Patch token ``skip + r * width + c`` sits at ``(r, c)`` (row-major). Offsets are query minus key. The ids are
+    computed on the CPU (deterministic float32 arithmetic) and then moved to ``device``.
+
+    Args:
+        method: ``'product'``, ``'euclidean'``, ``'quant'``, ``'cross_rows'`` or ``'cross_cols'`` (cross is the sum
+            of its two halves, each with its own ids).
+        height: grid rows H in patches.
+        width: grid columns W in patches.
+        ratio: iRPE ratio; ``alpha, beta, gamma = ratio, 2 * ratio, 8 * ratio``.
+        skip: number of prefix tokens; all their pairs map to the extra last bucket ``irpe_num_buckets(...) - 1``.
+        device: where to put the result (default CPU).
+
+    Returns:
+        int64 tensor ``(skip + H*W, skip + H*W)``; entry ``[i, j]`` is the bucket of query ``i`` and key ``j``.
+
+    Raises:
+        ValueError: unknown ``method``, or a non-positive grid.
+    """
+    if method not in _PARTS:
+        raise ValueError(f'unknown iRPE bucket method {method!r}; choose one of {list(_PARTS)} '
+                         f'(cross is split into cross_rows and cross_cols)')
+    if height < 1 or width < 1:
+        raise ValueError(f'iRPE needs a positive grid, got height={height}, width={width}')
+    alpha, beta, gamma = irpe_coefficients(ratio)
+    beta_int = int(beta)
+    rows = torch.arange(height).repeat_interleave(width)
+    cols = torch.arange(width).repeat(height)
+    dr = rows[:, None] - rows[None, :]  # query minus key
+    dc = cols[:, None] - cols[None, :]
+    if method == 'product':
+        ids = (piecewise_index(dr, alpha, beta, gamma) + beta_int) * (2 * beta_int + 1) \
+            + piecewise_index(dc, alpha, beta, gamma) + beta_int
+    else:
+        if method == 'euclidean':
+            arg = (dr * dr + dc * dc).float().sqrt().round()
+        elif method == 'quant':
+            arg = dr * dr + dc * dc
+        elif method == 'cross_rows':
+            arg = dr
+        else:
+            arg = dc
+        ids = piecewise_index(arg, alpha, beta, gamma) + beta_int
+    if skip > 0:
+        n = skip + height * width
+        full = torch.full((n, n), irpe_num_buckets(method, ratio, skip=0), dtype=torch.long)
+        full[skip:, skip:] = ids
+        ids = full
+    return ids.contiguous().to(device) if device is not None else ids.contiguous()
+
+
+class IRPETable(nn.Module):
+    """One iRPE lookup table (one side q/k/v, one bucket function).
+
+    Args:
+        side: ``'q'``, ``'k'`` or ``'v'``.
+        mode: ``'bias'`` or ``'contextual'``.
+        part: bucket function, see :func:`irpe_bucket_ids`.
+        num_heads: table heads ``H'`` (1 when shared across heads).
+        head_dim: D.
+        num_buckets: K, including the class bucket when ``skip > 0``.
+
+    Parameters (float, zero-initialised as in the official code):
+        ``lookup_table_bias`` ``(H', K)`` in bias mode;
+        ``lookup_table_weight`` ``(H', D, K)`` for contextual q/k, ``(H', K, D)`` for contextual v.
+    """
+
+    def __init__(self, side: str, mode: str, part: str, num_heads: int, head_dim: int, num_buckets: int):
+        super().__init__()
+        self.side, self.mode, self.part = side, mode, part
+        self.num_heads, self.head_dim, self.num_buckets = num_heads, head_dim, num_buckets
+        if mode == 'bias':
+            self.lookup_table_bias = nn.Parameter(torch.zeros(num_heads, num_buckets))
+        elif side == 'v':
+            self.lookup_table_weight = nn.Parameter(torch.zeros(num_heads, num_buckets, head_dim))
+        else:
+            self.lookup_table_weight = nn.Parameter(torch.zeros(num_heads, head_dim, num_buckets))
+
+    def logits(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Additive logits ``[b, h, i, j]`` indexed by the token that owns ``x`` first.
+
+        Args:
+            x: the scaled queries (k side) or scaled keys (q side) ``(B, H, L, D)``; unused in bias mode.
+            ids: bucket ids ``(L, L)`` int64.
+
+        Returns:
+            ``(1, H', L, L)`` (bias) or ``(B, H, L, L)`` (contextual); entry ``[..., a, c]`` uses bucket ``ids[a, c]``.
+        """
+        if self.mode == 'bias':
+            return self.lookup_table_bias[:, ids].unsqueeze(0)
+        proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, L, K): every query against every bucket
+        b, h, n, _ = proj.shape
+        return torch.gather(proj, -1, ids.expand(b, h, n, n))
+
+    def values(self, attn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Value term ``out[b, h, i] = sum_j attn[b, h, i, j] * table[bucket(i, j)]`` ``(B, H, L, D)``."""
+        b, h, n, _ = attn.shape
+        per_bucket = attn.new_zeros(b, h, n, self.num_buckets).scatter_add_(-1, ids.expand(b, h, n, n), attn)
+        return torch.matmul(per_bucket, self.lookup_table_weight.to(per_bucket.dtype))
+
+    def extra_repr(self) -> str:
+        return f'side={self.side}, mode={self.mode}, part={self.part}, heads={self.num_heads}, ' \
+               f'head_dim={self.head_dim}, num_buckets={self.num_buckets}'
+
+
+class IRPECross(nn.Module):
+    """The ``cross`` method: ``rp_rows`` (row offsets) plus ``rp_cols`` (column offsets), two tables, summed."""
+
+    def __init__(self, side: str, mode: str, num_heads: int, head_dim: int, num_buckets: int):
+        super().__init__()
+        self.rp_rows = IRPETable(side, mode, 'cross_rows', num_heads, head_dim, num_buckets)
+        self.rp_cols = IRPETable(side, mode, 'cross_cols', num_heads, head_dim, num_buckets)
+
+    def tables(self) -> List[IRPETable]:
+        return [self.rp_rows, self.rp_cols]
+
+
+class IRPELayer(nn.Module):
+    """The iRPE modules of one attention layer: ``rpe_q``, ``rpe_k``, ``rpe_v`` (each a table, a cross pair or None)."""
+
+    def __init__(self, rpe_on: str, method: str, mode: str, num_heads: int, head_dim: int, num_buckets: int):
+        super().__init__()
+        for side in 'qkv':
+            module = None
+            if side in rpe_on:
+                if method == 'cross':
+                    module = IRPECross(side, mode, num_heads, head_dim, num_buckets)
+                else:
+                    module = IRPETable(side, mode, method, num_heads, head_dim, num_buckets)
+            setattr(self, f'rpe_{side}', module)
+
+    def tables(self, side: str) -> List[IRPETable]:
+        module = getattr(self, f'rpe_{side}')
+        if module is None:
+            return []
+        return module.tables() if isinstance(module, IRPECross) else [module]
+
+
+class IRPEAttnTerm(AttnTerm):
+    """What one layer's iRPE adds to its attention, for one grid.
+
+    ``bias`` returns the q and k terms as additive logits ``(B or 1, heads or 1, L, L)`` in the dtype of ``q``; the
+    backbone passes them to ``F.scaled_dot_product_attention`` as ``attn_mask``. With iRPE on values the term declares
+    ``needs_attn_weights`` and ``value_term`` adds the value encoding to ``attn @ v``.
+    """
+
+    def __init__(self, layer: IRPELayer, ids: Dict[str, torch.Tensor], num_tokens: int, hw: Tuple[int, int],
+                 skip: int):
+        self.layer = layer
+        self.ids = ids
+        self.num_tokens = num_tokens
+        self.hw = hw
+        self.skip = skip
+        self.needs_attn_weights = layer.rpe_v is not None
+
+    def _check(self, n: int) -> None:
+        if n != self.num_tokens:
+            raise ValueError(f'iRPE got {n} tokens but the grid {self.hw[0]}x{self.hw[1]} with skip={self.skip} has '
+                             f'{self.num_tokens} (H*W + skip); pass the true patch grid in Positions and set '
+                             f'skip to the number of prefix tokens')
+
+    def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> Optional[torch.Tensor]:
+        """Sum of the k-side and q-side terms.
+
+        Args:
+            q: queries ``(B, heads, L, head_dim)``, not scaled.
+            k: keys, same shape.
+            scale: the attention scale (``head_dim ** -0.5``); the official code scales q before the k-side term and
+                k before the q-side term, and so does this.
+
+        Returns:
+            Additive logits ``(B|1, heads|1, L, L)`` in ``q.dtype``, or None when iRPE is only on values.
+        """
+        self._check(q.shape[-2])
+        out = None
+        k_tables = self.layer.tables('k')
+        if k_tables:
+            qs = q * scale if k_tables[0].mode == 'contextual' else q
+            for table in k_tables:
+                t = table.logits(qs, self.ids[table.part])
+                out = t if out is None else out + t
+        q_tables = self.layer.tables('q')
+        if q_tables:
+            ks = k * scale if q_tables[0].mode == 'contextual' else k
+            for table in q_tables:
+                t = table.logits(ks, self.ids[table.part]).transpose(-1, -2)  # [j, i] -> [i, j]
+                out = t if out is None else out + t
+        return None if out is None else out.to(q.dtype)
+
+    def value_term(self, attn: torch.Tensor) -> Optional[torch.Tensor]:
+        """Value encoding ``(B, heads, L, head_dim)`` from post-softmax weights ``attn`` ``(B, heads, L, L)``."""
+        tables = self.layer.tables('v')
+        if not tables:
+            return None
+        self._check(attn.shape[-1])
+        out = None
+        for table in tables:
+            t = table.values(attn, self.ids[table.part])
+            out = t if out is None else out + t
+        return out
+
+
+def _parse_rpe_on(rpe_on: Union[str, Iterable[str]]) -> str:
+    sides = ''.join(rpe_on) if not isinstance(rpe_on, str) else rpe_on
+    sides = sides.lower()
+    bad = sorted(set(sides) - set('qkv'))
+    if bad or not sides:
+        raise ValueError(f'rpe_on={rpe_on!r} must be a non-empty combination of "q", "k" and "v" (e.g. "k", "qkv")')
+    return ''.join(s for s in 'qkv' if s in sides)
+
+
+@register_pos_encoding('irpe')
+class IRPE(PosEncoding):
+    """iRPE for a 2D ViT (Wu et al., ICCV 2021, arXiv:2107.14222), optionally with the DeiT learned APE.
+
+    The official DeiT-iRPE models keep DeiT's learned absolute embedding and add iRPE in every block. ``ape=True``
+    reproduces that layout (the embedding lives in ``ape.pos_embed``).
+
+    Args:
+        dim: embedding width C.
+        num_heads: attention heads; ``head_dim = dim // num_heads``.
+        depth: number of blocks; each gets its own tables.
+        grid_size: training grid ``(H, W)`` in patches (sizes the APE; the iRPE tables do not depend on it).
+        num_prefix_tokens: prefix tokens of the backbone (class + registers).
+        ratio: iRPE ratio (paper's default 1.9): ``alpha, beta, gamma = ratio, 2 ratio, 8 ratio``.
+        method: ``'product'``, ``'euclidean'`` (alias ``'euc'``), ``'quant'`` or ``'cross'``.
+        mode: ``'contextual'`` (alias ``'ctx'``) or ``'bias'``.
+        shared_head: one table shared by all heads (``H' = 1``) instead of one per head.
+        skip: prefix tokens that get the extra class bucket; None means ``num_prefix_tokens``.
+        rpe_on: where iRPE attaches, any combination of ``'q'``, ``'k'``, ``'v'`` (``'k'``, ``'qk'``, ``'qkv'``...).
+        ape: also add the DeiT learned APE (``(1, num_prefix_tokens + H*W, C)``, trunc-normal std .02).
+
+    Parameters:
+        ``layers.{i}.rpe_{q,k,v}.lookup_table_{weight,bias}`` (``...rpe_k.rp_rows.lookup_table_weight`` and
+        ``rp_cols`` for cross); see :class:`IRPETable` for shapes. With ``ape``: ``ape.pos_embed``.
+
+    Resolution: the bucket ids are recomputed (and cached) for every grid. With ``product`` and ratio 1.9, ``g``
+    saturates at ``|dr|, |dc| >= 4``, so any grid larger than 4x4 uses exactly the buckets a 14x14 model was trained
+    with. For ``euclidean``, ``quant`` and ``cross`` the table size is fixed by ``beta`` too, but a larger grid
+    produces larger offsets: with a large ratio (e.g. 20 on a 14x14 training grid) they land on buckets that no
+    training pair ever used. Those columns keep their initial value, zero, so such pairs receive no positional term
+    (bias 0, contextual 0, value 0) rather than an error; offsets beyond ``gamma`` all share the last (saturated)
+    bucket. The APE is resampled bicubically.
+
+    Raises:
+        ValueError: unknown ``method`` or ``mode``, ``mode='bias'`` with v in ``rpe_on``, a bad ``rpe_on``, ``dim``
+            not divisible by ``num_heads``, or (at forward) a token count different from ``H*W + skip``.
+    """
+    family = 'iRPE (relative, 2D)'
+    adaptation = 'bucket ids recomputed for the new grid (product 1.9 saturates at |offset| >= 4); APE resampled'
+
+    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, int], num_prefix_tokens: int = 1,
+                 ratio: float = 1.9, method: str = 'product', mode: str = 'contextual', shared_head: bool = True,
+                 skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True):
+        super().__init__()
+        if method not in _METHOD_ALIASES:
+            raise ValueError(f'unknown iRPE method {method!r}; choose one of {sorted(_METHOD_ALIASES)}')
+        if mode not in _MODE_ALIASES:
+            raise ValueError(f'unknown iRPE mode {mode!r}; choose "contextual" (alias "ctx") or "bias"')
+        self.method = _METHOD_ALIASES[method]
+        self.mode = _MODE_ALIASES[mode]
+        self.rpe_on = _parse_rpe_on(rpe_on)
+        if self.mode == 'bias' and 'v' in self.rpe_on:
+            raise ValueError(f'iRPE bias mode is not defined on values (rpe_on={rpe_on!r}); use mode="contextual" '
+                             f'or drop "v" from rpe_on')
+        if dim % num_heads:
+            raise ValueError(f'dim={dim} is not divisible by num_heads={num_heads}')
+        if ratio <= 0:
+            raise ValueError(f'iRPE ratio must be positive, got {ratio}')
+        self.skip = num_prefix_tokens if skip is None else int(skip)
+        if self.skip < 0:
+            raise ValueError(f'skip must be >= 0, got {skip}')
+        self.ratio = float(ratio)
+        self.shared_head = bool(shared_head)
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.num_buckets = irpe_num_buckets('product' if self.method == 'product' else self.method, self.ratio,
+                                            self.skip)
+        table_heads = 1 if self.shared_head else num_heads
+        self.ape = LearnedAPE(dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens) if ape else None
+        self.layers = nn.ModuleList([
+            IRPELayer(self.rpe_on, self.method, self.mode, table_heads, self.head_dim, self.num_buckets)
+            for _ in range(depth)])
+        self._parts = ('cross_rows', 'cross_cols') if self.method == 'cross' else (self.method,)
+        self._buckets = TableCache(max_entries=16)  # plain attribute: never in the state_dict
+
+    def extra_repr(self) -> str:
+        return f'method={self.method}, mode={self.mode}, ratio={self.ratio}, rpe_on={self.rpe_on!r}, ' \
+               f'shared_head={self.shared_head}, skip={self.skip}, num_buckets={self.num_buckets}'
+
+    def bucket_ids(self, hw: Tuple[int, int], device: torch.device) -> Dict[str, torch.Tensor]:
+        """Cached bucket ids ``{part: (skip + H*W, skip + H*W) int64}`` for grid ``hw`` on ``device``."""
+        h, w = int(hw[0]), int(hw[1])
+        return {part: self._buckets.get((part, h, w, self.ratio, self.skip, str(device)),
+                                        lambda p=part: irpe_bucket_ids(p, h, w, self.ratio, self.skip, device))
+                for part in self._parts}
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return x if self.ape is None else self.ape.embed(x, pos)
+
+    def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> List[IRPEAttnTerm]:
+        if pos.grid is None or pos.grid[0] != 1:
+            raise ValueError(f'iRPE is a 2D encoding and needs a (1, H, W) patch grid, got grid={pos.grid}')
+        hw = pos.hw
+        if pos.num_prefix_tokens != self.skip:
+            raise ValueError(f'iRPE skip={self.skip} but the input has {pos.num_prefix_tokens} prefix tokens, so the '
+                             f'token count {pos.num_tokens} is not H*W + skip = {hw[0] * hw[1] + self.skip}; build '
+                             f'with skip={pos.num_prefix_tokens} (or leave skip=None)')
+        ids = self.bucket_ids(hw, device)
+        return [IRPEAttnTerm(layer, ids, pos.num_tokens, hw, self.skip) for layer in self.layers]
+
+    def set_grid_size(self, grid_size: Tuple[int, int]) -> None:
+        if self.ape is not None:
+            self.ape.set_grid_size(grid_size)
+
+    def no_weight_decay(self) -> set:
+        names = {name for name, _ in self.named_parameters() if 'lookup_table' in name}
+        if self.ape is not None:
+            names |= {f'ape.{n}' for n in self.ape.no_weight_decay()}
+        return names
