@@ -557,6 +557,12 @@ def test_packed_sequences_restart_per_document(scheme, kw):
     # rope_deltas continue the last document
     last = alone[:, 0]
     assert deltas.item() == math.ceil(last.max().item()) + 1 - ids.shape[1]
+    # the same packing given as cu_seqlens (flash-attention varlen offsets; the pads form their own first span)
+    lens = [pad] + [i['input_ids'].shape[1] for i in ins]
+    cu = torch.tensor([0] + lens).cumsum(0)
+    pos_cu, deltas_cu = mm.get_position_ids(scheme, ids, img, vid, attention_mask=(mask != 0).long(), cu_seqlens=cu,
+                                            **kw)
+    assert torch.equal(pos_cu, pos) and torch.equal(deltas_cu, deltas)
 
 
 def test_mm_token_type_ids_path_matches_ids_path():
@@ -702,6 +708,11 @@ def test_error_non_positive_second_per_grid_t(bad):
     with pytest.raises(ValueError, match='must be positive'):
         mm.get_layout_position_ids('qwen2_5_vl', [{'type': 'video', 't': 2, 'h': 1, 'w': 1,
                                                    'second_per_grid_t': bad}])
+
+
+def test_error_bad_cu_seqlens():
+    with pytest.raises(ValueError, match='cu_seqlens'):
+        mm.get_position_ids('mrope', torch.zeros(1, 5, dtype=torch.long), cu_seqlens=torch.tensor([0, 3, 4]))
 
 
 def test_error_second_per_grid_ts_misuse():

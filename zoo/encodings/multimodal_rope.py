@@ -24,7 +24,8 @@ Schemes (names accepted by :func:`get_position_ids`):
 * ``vrope``: VRoPE (Liu et al., arXiv:2502.11664, code johncaged/VRoPE). Four coordinates; frame ``f`` of an
   ``H x W`` block starting at ``s`` puts row ``i``, column ``j`` at ``base + (i + j, i + W-1-j, H-1-i + j,
   H-1-i + W-1-j)`` with ``base = s + f (H + W - 1)``; the block uses ``T (H + W - 1)`` indices and text continues with
-  no gap. Rotary pair ``k`` uses coordinate ``k % 4``.
+  no gap. Rotary pair ``k`` uses coordinate ``k % 4``. (The paper's separate temporal-centre channels are disabled
+  in the official code, which forces their share to 0; followed here. ``second_per_grid_t`` is not used.)
 * ``v2pe``: V2PE (Ge et al., arXiv:2412.09616, code OpenGVLab/V2PE ``v2pe_fix``). One float position; text advances
   by 1, visual token ``k = 1..n`` of a block gets ``p + k * delta`` where ``p`` is the position of the token before
   the block and ``delta = stride / 256``; the next token is at ``ceil(p + n * delta) + 1``.
@@ -383,6 +384,7 @@ def get_position_ids(
     video_token_id: int = QWEN_TOKEN_IDS['video'],
     vision_start_token_id: int = QWEN_TOKEN_IDS['vision_start'],
     mm_token_type_ids: Optional[torch.Tensor] = None,
+    cu_seqlens: Optional[torch.Tensor] = None,
     **scheme_kwargs: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Position ids of a token batch under a multimodal RoPE scheme (drop-in for Qwen2-VL ``get_rope_index``).
@@ -412,6 +414,9 @@ def get_position_ids(
             text here, so the value does not change the result.
         mm_token_type_ids: optional ``(B, L)`` with 0 text, 1 image, 2 video (transformers 5.x input); overrides
             the id matching.
+        cu_seqlens: optional packed-sequence boundaries for a single row (``B == 1``): ``(num_docs + 1,)`` increasing
+            token offsets starting at 0 and ending at ``L`` (flash-attention varlen convention). Equivalent to
+            numbering the documents in ``attention_mask``; padded slots stay padded.
         **scheme_kwargs: scheme options. ``mrope``: ``tokens_per_second`` (``None`` = Qwen2-VL, 2 = released
             Qwen2.5-VL). ``mrope_interleave``: ``spatial_reset`` (bool, default False), ``temporal_stride`` (int,
             default 1), ``split_video_frames`` (default True). ``v2pe``: ``stride`` (default 64) or ``delta``
@@ -430,7 +435,8 @@ def get_position_ids(
         ValueError: unknown scheme or option; grids that disagree with the number of visual tokens (too many,
             too few, or a grid not fitting a run of visual tokens); a grid not divisible by ``spatial_merge_size``;
             a non-positive ``second_per_grid_t`` or a ``second_per_grid_ts`` length that differs from the number of
-            videos; ``second_per_grid_ts`` given to Qwen2-VL M-RoPE (no ``tokens_per_second``); bad shapes.
+            videos; ``second_per_grid_ts`` given to Qwen2-VL M-RoPE (no ``tokens_per_second``); bad shapes or
+            ``cu_seqlens``.
     """
     spec = _scheme(scheme)
     opts = _options(spec, scheme_kwargs)
@@ -449,6 +455,13 @@ def get_position_ids(
         if tuple(attention_mask.shape) != (bsz, length):
             raise ValueError(f'attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {(bsz, length)}')
         mask = attention_mask.detach().cpu().to(torch.int64)
+    if cu_seqlens is not None:
+        cu = torch.as_tensor(cu_seqlens).detach().cpu().to(torch.int64).flatten()
+        if bsz != 1 or cu.numel() < 2 or cu[0] != 0 or cu[-1] != length or (cu[1:] <= cu[:-1]).any():
+            raise ValueError(f'cu_seqlens must be increasing offsets [0, ..., L={length}] for a single row (B=1), got '
+                             f'{cu.tolist()} with B={bsz}; fix: mark documents with numbers in attention_mask instead')
+        doc = torch.repeat_interleave(torch.arange(1, cu.numel()), cu[1:] - cu[:-1])
+        mask = torch.where(mask[0] != 0, doc, torch.zeros_like(doc)).unsqueeze(0)
     if mm_token_type_ids is not None:
         if tuple(mm_token_type_ids.shape) != (bsz, length):
             raise ValueError(f'mm_token_type_ids shape {tuple(mm_token_type_ids.shape)} != input_ids shape')
