@@ -271,8 +271,9 @@ def test_fused_matches_explicit(pe_kwargs):
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
 
 
-def test_gradients_reach_every_table():
-    model = _tiny('qkv')
+@pytest.mark.parametrize('rpe_on', ['k', 'qkv'])  # fused (attn_mask) and explicit paths
+def test_gradients_reach_every_table(rpe_on):
+    model = _tiny(rpe_on)
     model.train()
     model(torch.randn(2, 3, 224, 224)).sum().backward()
     for name, p in model.named_parameters():

@@ -203,6 +203,23 @@ class IRPETable(nn.Module):
         b, h, n, _ = proj.shape
         return torch.gather(proj, -1, ids.expand(b, h, n, n))
 
+    def logits_transposed(self, x: torch.Tensor, ids_t: torch.Tensor) -> torch.Tensor:
+        """``logits(x, ids)`` transposed on its last two axes, built directly in ``[i, j]`` order (q side).
+
+        Entry ``[..., i, j]`` uses the table of token ``j`` (the scaled key) at bucket ``ids[j, i]``. Gathering along
+        the bucket axis of the transposed projection avoids adding a transposed ``(B, H, L, L)`` tensor, which is
+        about twice as slow on CPU.
+
+        Args:
+            x: scaled keys ``(B, H, L, D)``; unused in bias mode.
+            ids_t: transposed bucket ids ``ids.t()`` ``(L, L)`` int64, contiguous.
+        """
+        if self.mode == 'bias':
+            return self.lookup_table_bias[:, ids_t].unsqueeze(0)
+        proj_t = torch.matmul(x, self.lookup_table_weight).transpose(-1, -2).contiguous()  # (B, H, K, L)
+        b, h, _, n = proj_t.shape
+        return torch.gather(proj_t, -2, ids_t.expand(b, h, n, n))
+
     def values(self, attn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Value term ``out[b, h, i] = sum_j attn[b, h, i, j] * table[bucket(i, j)]`` ``(B, H, L, D)``."""
         b, h, n, _ = attn.shape
@@ -294,7 +311,7 @@ class IRPEAttnTerm(AttnTerm):
         if q_tables:
             ks = k * scale if q_tables[0].mode == 'contextual' else k
             for table in q_tables:
-                t = table.logits(ks, self.ids[table.part]).transpose(-1, -2)  # [j, i] -> [i, j]
+                t = table.logits_transposed(ks, self.ids[table.part + '.t'])
                 out = t if out is None else out + t
         return None if out is None else out.to(q.dtype)
 
@@ -350,8 +367,8 @@ class IRPE(PosEncoding):
     with. For ``euclidean``, ``quant`` and ``cross`` the table size is fixed by ``beta`` too, but a larger grid
     produces larger offsets: with a large ratio (e.g. 20 on a 14x14 training grid) they land on buckets that no
     training pair ever used. Those columns keep their initial value, zero, so such pairs receive no positional term
-    (bias 0, contextual 0, value 0) rather than an error; offsets beyond ``gamma`` all share the last (saturated)
-    bucket. The APE is resampled bicubically.
+    (bias 0, contextual 0, value 0) rather than an error; offsets from about ``gamma`` on (for ``quant``: squared
+    distances) all share the outermost (saturated) bucket. The APE is resampled bicubically.
 
     Raises:
         ValueError: unknown ``method`` or ``mode``, ``mode='bias'`` with v in ``rpe_on``, a bad ``rpe_on``, ``dim``
@@ -385,8 +402,7 @@ class IRPE(PosEncoding):
         self.shared_head = bool(shared_head)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
-        self.num_buckets = irpe_num_buckets('product' if self.method == 'product' else self.method, self.ratio,
-                                            self.skip)
+        self.num_buckets = irpe_num_buckets(self.method, self.ratio, self.skip)
         table_heads = 1 if self.shared_head else num_heads
         self.ape = LearnedAPE(dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens) if ape else None
         self.layers = nn.ModuleList([
@@ -400,11 +416,22 @@ class IRPE(PosEncoding):
                f'shared_head={self.shared_head}, skip={self.skip}, num_buckets={self.num_buckets}'
 
     def bucket_ids(self, hw: Tuple[int, int], device: torch.device) -> Dict[str, torch.Tensor]:
-        """Cached bucket ids ``{part: (skip + H*W, skip + H*W) int64}`` for grid ``hw`` on ``device``."""
+        """Cached bucket ids for grid ``hw`` on ``device``.
+
+        Returns:
+            ``{part: ids}`` with ``ids`` ``(skip + H*W, skip + H*W)`` int64, plus ``{part + '.t': ids.t()}``
+            (contiguous) when iRPE is on queries.
+        """
         h, w = int(hw[0]), int(hw[1])
-        return {part: self._buckets.get((part, h, w, self.ratio, self.skip, str(device)),
-                                        lambda p=part: irpe_bucket_ids(p, h, w, self.ratio, self.skip, device))
-                for part in self._parts}
+
+        def build():
+            out = {}
+            for part in self._parts:
+                out[part] = irpe_bucket_ids(part, h, w, self.ratio, self.skip, device)
+                if 'q' in self.rpe_on:
+                    out[part + '.t'] = out[part].t().contiguous()
+            return out
+        return self._buckets.get((h, w, self.method, self.ratio, self.skip, self.rpe_on, str(device)), build)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return x if self.ape is None else self.ape.embed(x, pos)
