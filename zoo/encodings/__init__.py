@@ -5,3 +5,4 @@ from .absolute import LearnedAPE, NoPE, SinCos2D
 from .conditional import PEG
 from .fourier import LearnableFourierPE
 from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
+from . import multimodal_rope

@@ -92,13 +92,15 @@ class RoPEAxial(PosEncoding):
         self.register_buffer('bands', bands, persistent=False)
         self._cache = TableCache()
 
+    def angles(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Rotation angles ``(1, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)`` in patches."""
+        bands = self.bands.to(x.device)
+        return torch.cat([x.float()[:, None] * bands, y.float()[:, None] * bands], dim=-1).unsqueeze(0)
+
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
-        def build():
-            x, y = patch_coords(hw, device)
-            bands = self.bands.to(device)
-            angles = torch.cat([x[:, None] * bands, y[:, None] * bands], dim=-1)  # (N, head_dim // 2)
-            return RotaryTerm.from_patch_angles(angles.unsqueeze(0), num_prefix_tokens)
-        return self._cache.get((tuple(hw), num_prefix_tokens, device), build)
+        """The (cached) rotation for grid ``hw``; identical for every block."""
+        return self._cache.get((tuple(hw), num_prefix_tokens, device), lambda: RotaryTerm.from_patch_angles(
+            self.angles(*patch_coords(hw, device)), num_prefix_tokens))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         return [self.term(_grid_2d(pos, 'rope_axial'), pos.num_prefix_tokens, device)] * self.depth
@@ -129,10 +131,13 @@ class RoPEMixed(PosEncoding):
         self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
-    def _terms(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device):
-        x, y = patch_coords(hw, device)
+    def angles(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)``."""
         freqs = self.freqs.float()
-        angles = x[:, None] * freqs[0].unsqueeze(-2) + y[:, None] * freqs[1].unsqueeze(-2)  # (depth, heads, N, d/2)
+        return x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
+
+    def _terms(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device):
+        angles = self.angles(*patch_coords(hw, device))
         return [RotaryTerm.from_patch_angles(a, num_prefix_tokens) for a in angles.unbind(0)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
