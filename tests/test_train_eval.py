@@ -1,0 +1,258 @@
+"""zoo train / eval-resolution / demo on tiny generated image folders (CPU, a few seconds each)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import timm
+import torch
+from PIL import Image
+from timm.data import create_transform
+
+import zoo  # noqa: F401
+from zoo.cli import main
+from zoo.datasets import SafeImageFolder
+from zoo.eval.resolution import eval_resolution
+from zoo.train import loop
+from zoo.train.args import parse_model_kwargs, parse_train_args
+from zoo.train.loop import train
+
+CLASSES = ('blue', 'green', 'red')
+TINY = ['--img-size', '32', '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1', 'num_heads=2',
+        '--batch-size', '8', '--workers', '0', '--no-progress', '--threads', '1', '--crop-pct', '1', '--epochs', '2',
+        '--warmup-epochs', '1', '--lr', '3e-3', '--color-jitter', '0']
+APE = 'pe_vit_tiny_patch16_ape_224'
+
+
+def _make_folder(root, n_train: int = 8, n_val: int = 4, size: int = 32) -> str:
+    """ImageFolder tree whose classes differ by colour (learnable in a few steps), with some texture noise."""
+    g = torch.Generator().manual_seed(0)
+    for split, n in (('train', n_train), ('val', n_val)):
+        for c, name in enumerate(CLASSES):
+            os.makedirs(os.path.join(root, split, name), exist_ok=True)
+            for i in range(n):
+                img = torch.rand(size, size, 3, generator=g) * 90
+                img[..., c] += 150
+                Image.fromarray(img.clamp(0, 255).byte().numpy()).save(os.path.join(root, split, name, f'{i}.png'))
+    return str(root)
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory) -> str:
+    return _make_folder(tmp_path_factory.mktemp('data'))
+
+
+@pytest.fixture(scope='module')
+def run(data, tmp_path_factory) -> dict:
+    out = str(tmp_path_factory.mktemp('runs') / 'ape')
+    result = train(['--model', APE, '--data-dir', data, '--output', out, *TINY])
+    return dict(result, output=out)
+
+
+def test_train_two_epochs(run):
+    out = run['output']
+    for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'args.yaml'):
+        assert os.path.isfile(os.path.join(out, name)), name
+    metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+    assert list(metrics['epoch']) == [1, 2]
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert ckpt['epoch'] == 2
+    meta = ckpt['meta']
+    assert meta['model_name'] == APE and meta['img_size'] == 32 and meta['class_names'] == list(CLASSES)
+    assert meta['model_kwargs'] == dict(patch_size=8, embed_dim=32, depth=1, num_heads=2)
+    assert not any(os.path.basename(p).startswith('.tmp') for p in os.listdir(out))
+
+
+def test_model_kwargs_and_config_precedence(tmp_path):
+    assert parse_model_kwargs(['patch_size=4', 'pe_kwargs.theta=10.0', 'pe_kwargs.after_blocks=[0, 1]']) == \
+        dict(patch_size=4, pe_kwargs=dict(theta=10.0, after_blocks=[0, 1]))
+    cfg = tmp_path / 'c.yaml'
+    cfg.write_text('model: a\ndata_dir: d\noutput: o\nepochs: 7\nlr: 0.5\nmodel_kwargs: {pe_kwargs.theta: 3}\n')
+    args = parse_train_args(['--config', str(cfg), '--epochs', '3'])
+    assert (args.epochs, args.lr, args.model) == (3, 0.5, 'a')  # CLI over YAML over defaults
+    assert args.model_kwargs == dict(pe_kwargs=dict(theta=3))
+    cfg.write_text('epochz: 3\n')
+    with pytest.raises(ValueError, match='unknown options'):
+        parse_train_args(['--config', str(cfg)])
+
+
+def test_resume_after_kill_matches_uninterrupted(data, tmp_path, monkeypatch):
+    common = ['--model', APE, '--data-dir', data, *TINY, '--drop-path', '0.1', '--mixup', '0.2']
+    full = train([*common, '--output', str(tmp_path / 'full')])
+
+    real = loop.train_one_epoch
+
+    def killed_in_second_epoch(*args, **kwargs):
+        if kwargs.get('epoch', args[6] if len(args) > 6 else None) == 1:
+            raise KeyboardInterrupt('simulated kill mid-epoch')
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, 'train_one_epoch', killed_in_second_epoch)
+    out = str(tmp_path / 'killed')
+    with pytest.raises(KeyboardInterrupt):
+        train([*common, '--output', out])
+    assert torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['epoch'] == 1
+    monkeypatch.setattr(loop, 'train_one_epoch', real)
+    assert main(['train', '--output', out]) == 2  # existing dir without --resume is refused
+    resumed = train(['--output', out, '--resume', '--workers', '0', '--no-progress', '--threads', '1'])
+
+    a = torch.load(os.path.join(full['output'], 'checkpoint-last.pth'), weights_only=True)
+    b = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert b['epoch'] == 2
+    for k, v in a['model'].items():
+        torch.testing.assert_close(b['model'][k], v, rtol=0, atol=0, msg=k)
+    drop = ['epoch_s']
+    assert [{k: v for k, v in r.items() if k not in drop} for r in full['history']] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in resumed['history']]
+
+
+def _independent_correct(ckpt_path: str, root: str, size: int) -> int:
+    """Count top-1 hits with a separately built model and a plain loop over the files."""
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    meta = ckpt['meta']
+    model = timm.create_model(meta['model_name'], num_classes=meta['num_classes'], img_size=meta['img_size'],
+                              **meta['model_kwargs'])
+    model.load_state_dict(ckpt['model'])
+    model.set_input_size(img_size=size)
+    model.eval()
+    cfg = meta['data_config']
+    tf = create_transform((3, size, size), interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'],
+                          crop_pct=cfg['crop_pct'])
+    correct = 0
+    for target, name in enumerate(sorted(os.listdir(root))):
+        for f in sorted(os.listdir(os.path.join(root, name))):
+            x = tf(Image.open(os.path.join(root, name, f)).convert('RGB'))[None]
+            with torch.no_grad():
+                correct += int(model(x).argmax(-1).item() == target)
+    return correct
+
+
+def test_eval_resolution_report(run, data, tmp_path):
+    out = str(tmp_path / 'eval')
+    assert main(['eval-resolution', '--run', run['output'], '--data-dir', data, '--sizes', '40', '24', '32',
+                 '--batch-size', '5', '--workers', '0', '--output', out, '--no-progress', '--threads', '1']) == 0
+    for name in ('results.csv', 'results.json', 'report.md', 'scaling.png'):
+        assert os.path.getsize(os.path.join(out, name)) > 0, name
+    df = pd.read_csv(os.path.join(out, 'results.csv'))
+    assert list(df['size']) == [24, 32, 40] and set(df['label']) == {'ape'}
+    assert (df['n'] == 12).all() and (df['unreadable'] == 0).all()
+    assert ((df['top1'] - 100 * df['correct1'] / df['n']).abs() < 1e-9).all()
+    assert (df['correct5'] >= df['correct1']).all() and (df['images_per_s'] > 0).all()
+    ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
+    for size in (32, 40):
+        assert df.set_index('size').loc[size, 'correct1'] == _independent_correct(ckpt, os.path.join(data, 'val'), size)
+    report = open(os.path.join(out, 'report.md')).read()
+    assert 'Zero-shot' in report and 'bicubic' in report.lower() and 'crop_pct = 1.0' in report
+    assert '**' in report and 'resampled' in report  # best marked; APE adaptation stated
+    js = json.load(open(os.path.join(out, 'results.json')))
+    assert js['protocol']['zero_shot'] and len(js['results']) == 3
+
+
+def test_two_models_and_unreadable_images(run, data, tmp_path):
+    bad = tmp_path / 'bad'
+    shutil.copytree(os.path.join(data, 'val'), bad)
+    (bad / 'red' / 'broken.jpg').write_bytes(b'this is not an image')
+    good = (bad / 'blue' / '0.png').read_bytes()
+    (bad / 'blue' / 'truncated.png').write_bytes(good[:len(good) // 2])
+    rope = str(tmp_path / 'rope')
+    train(['--model', 'pe_vit_tiny_patch16_rope_mixed_224', '--data-dir', data, '--output', rope, *TINY,
+           '--epochs', '1'])
+    out = str(tmp_path / 'eval')
+    result = eval_resolution(['--run', run['output'], '--run', rope, '--data-dir', str(bad), '--sizes', '32', '48',
+                              '--workers', '0', '--output', out, '--no-progress'])
+    assert result['unreadable'] == 2
+    df = pd.DataFrame(result['rows'])
+    assert set(df['label']) == {'ape', 'rope_mixed'} and (df['n'] == 12).all() and (df['unreadable'] == 2).all()
+    report = open(os.path.join(out, 'report.md')).read()
+    assert 'broken.jpg' in report and 'truncated.png' in report and 'Unreadable images**: 2' in report
+
+
+def test_fine_tune_at_new_resolution(run, data, tmp_path):
+    out = str(tmp_path / 'ft48')
+    train(['--model', APE, '--data-dir', data, '--output', out, *TINY, '--epochs', '1', '--img-size', '48',
+           '--initial-checkpoint', os.path.join(run['output'], 'checkpoint-best.pth')])
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert ckpt['meta']['img_size'] == 48
+    assert ckpt['model']['pe.pos_embed'].shape[1] == 1 + 6 * 6  # resampled 4x4 -> 6x6 grid, class entry kept
+
+
+def _err(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert 'Traceback' not in err and err.startswith('zoo ')
+    return err
+
+
+def test_bad_inputs(run, data, tmp_path, capsys):
+    tiny = ['--data-dir', data, *TINY]
+    assert 'does not exist' in _err(capsys, ['train', '--model', APE, *TINY, '--data-dir', str(tmp_path / 'nope'),
+                                             '--output', str(tmp_path / 'o1')])
+    empty = tmp_path / 'empty'
+    for split in ('train', 'val'):
+        (empty / split / 'cat').mkdir(parents=True)
+    (empty / 'train' / 'cat' / 'notes.txt').write_text('no images here')
+    assert 'no images' in _err(capsys, ['train', '--model', APE, *TINY, '--data-dir', str(empty),
+                                        '--output', str(tmp_path / 'o2')])
+    assert 'unknown model' in _err(capsys, ['train', '--model', 'pe_vit_tiny_patch16_nosuchpe_224', *tiny,
+                                            '--output', str(tmp_path / 'o3')])
+    ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
+    err = _err(capsys, ['eval-resolution', '--model', 'pe_vit_tiny_patch16_rope_mixed_224', '--checkpoint', ckpt,
+                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4')])
+    assert 'unexpected keys' in err and 'pe.pos_embed' in err
+    err = _err(capsys, ['train', '--model', APE, *tiny, '--model-kwargs', 'patch_size=8', 'embed_dim=48', 'depth=1',
+                        'num_heads=2', '--initial-checkpoint', ckpt, '--output', str(tmp_path / 'o5')])
+    assert 'mis-shaped keys' in err
+    err = _err(capsys, ['eval-resolution', '--run', run['output'], '--data-dir', data, '--sizes', '32', '36',
+                        '--output', str(tmp_path / 'o6')])
+    assert 'not divisible by the patch size 8' in err and '[36]' in err
+    assert not os.path.exists(tmp_path / 'o6' / 'results.csv')
+    assert 'already exists' in _err(capsys, ['train', '--model', APE, *tiny, '--output', run['output']])
+    os.makedirs(tmp_path / 'o7')
+    (tmp_path / 'o7' / 'old.txt').write_text('x')
+    assert 'already exists' in _err(capsys, ['eval-resolution', '--run', run['output'], '--data-dir', data,
+                                             '--sizes', '32', '--output', str(tmp_path / 'o7')])
+    # the module entry point behaves the same in a real process
+    proc = subprocess.run([sys.executable, '-m', 'zoo.train', '--model', APE, '--data-dir', str(tmp_path / 'nope'),
+                           '--output', str(tmp_path / 'o8')], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and 'does not exist' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_corrupt_training_images_are_counted(data, tmp_path):
+    root = tmp_path / 'd'
+    shutil.copytree(data, root)
+    (root / 'train' / 'red' / 'broken.jpg').write_bytes(b'garbage')
+    result = train(['--model', APE, '--data-dir', str(root), '--output', str(tmp_path / 'o'), *TINY, '--epochs', '1',
+                    '--batch-size', '5'])
+    assert result['history'][0]['train_unreadable'] == 1
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(data, tmp_path):
+    out = str(tmp_path / 'ddp')
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node', '2', '-m', 'zoo.train',
+           '--model', APE, '--data-dir', data, '--output', out, *TINY, '--batch-size', '4']
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+    assert list(metrics['epoch']) == [1, 2]
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert ckpt['meta']['world_size'] == 2 and ckpt['epoch'] == 2
+    assert not any(k.startswith('module.') for k in ckpt['model'])
+    assert proc.stdout.count('epoch 2/2') == 1  # only rank 0 logs and writes
+
+
+def test_demo_reduced(tmp_path):
+    from zoo.demo import demo, sample_dir
+    assert sum(len(files) for _, _, files in os.walk(sample_dir())) >= 500
+    result = demo(['--output', str(tmp_path / 'demo')], epochs=1)
+    df = pd.DataFrame(result['rows'])
+    assert set(df['label']) == {'ape', 'peg', 'rope_mixed'} and sorted(set(df['size'])) == [24, 32, 40, 48]
+    assert (df['n'] == 100).all()
+    assert 'How small this run was' in open(result['report']).read() and os.path.isfile(result['plot'])
+    demo(['--output', str(tmp_path / 'demo')], pes=('ape',), sizes=(32,), epochs=1)  # re-running replaces the output

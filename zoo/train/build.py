@@ -1,0 +1,83 @@
+"""Build a zoo model by name, with constructor overrides, and load weights into it."""
+from __future__ import annotations
+
+import difflib
+import logging
+from typing import Any, Dict, Optional
+
+import timm
+import torch
+from torch import nn
+
+import zoo.models  # noqa: F401  (registers the pe_vit_* models)
+from zoo.models import checkpoint_filter_fn
+from .checkpoint import load_checkpoint
+
+__all__ = ['create_zoo_model', 'load_weights', 'patch_size_of']
+
+_logger = logging.getLogger(__name__)
+
+
+def create_zoo_model(name: str, model_kwargs: Optional[Dict[str, Any]] = None, img_size: Optional[int] = None,
+                     num_classes: Optional[int] = None, pretrained: bool = False, **extra: Any) -> nn.Module:
+    """``timm.create_model(name, **model_kwargs)`` with a clear error for an unknown name.
+
+    Args:
+        name: a timm model name, e.g. ``pe_vit_tiny_patch16_rope_mixed_224``.
+        model_kwargs: constructor overrides (``patch_size``, ``embed_dim``, ``pe_kwargs`` ...).
+        img_size: input size in px; must not contradict ``model_kwargs['img_size']``.
+        num_classes: classifier size; ``None`` keeps the model's default.
+        pretrained: load timm's pretrained weights for ``name``.
+        extra: further keyword arguments for ``timm.create_model`` (e.g. ``drop_path_rate``).
+
+    Raises:
+        ValueError: unknown model name, contradicting sizes, or options the model rejects.
+    """
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models('pe_vit_*') or timm.list_models(), n=3)
+        hint = f'; did you mean {", ".join(close)}?' if close else ''
+        raise ValueError(f'unknown model {name!r} (`zoo list` shows the registered names){hint}')
+    kwargs = dict(model_kwargs or {})
+    if img_size is not None:
+        if kwargs.get('img_size') not in (None, img_size):
+            raise ValueError(f'--img-size {img_size} contradicts --model-kwargs img_size={kwargs["img_size"]}')
+        kwargs['img_size'] = img_size
+    if num_classes is not None:
+        kwargs['num_classes'] = num_classes
+    kwargs.update(extra)
+    try:
+        return timm.create_model(name, pretrained=pretrained, **kwargs)
+    except TypeError as e:  # an override the constructor does not take
+        raise ValueError(f'model {name!r} rejects the given options: {e}') from None
+
+
+def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True) -> None:
+    """Load a checkpoint file into ``model`` through ``zoo.models.checkpoint_filter_fn`` (strict).
+
+    Learned APE tables are resampled to the model's grid by the filter. A classifier of another size is kept at the
+    model's initialisation when ``allow_new_classifier`` (fine-tuning on a new label set), else reported.
+
+    Raises:
+        FileNotFoundError: no such file.
+        zoo.models.CheckpointMismatchError: keys or shapes that do not fit, all listed.
+    """
+    state = checkpoint_filter_fn(load_checkpoint(path), model)
+    own = model.state_dict()
+    for key in ('head.weight', 'head.bias'):
+        if key in state and key in own and state[key].shape != own[key].shape:
+            if not allow_new_classifier:
+                from zoo.models import CheckpointMismatchError
+                raise CheckpointMismatchError(
+                    f'checkpoint {path!r} has a classifier {key} of shape {tuple(state[key].shape)}, the model '
+                    f'{tuple(own[key].shape)}: the checkpoint was trained on another number of classes')
+            _logger.info('classifier %s re-initialised: checkpoint %s vs model %s', key, tuple(state[key].shape),
+                         tuple(own[key].shape))
+            state[key] = own[key]
+    model.load_state_dict(state, strict=True)
+
+
+def patch_size_of(model: nn.Module) -> int:
+    """The (square) patch size in px of a zoo / timm ViT, or 1 when the model has no patch embedding."""
+    pe = getattr(model, 'patch_embed', None)
+    size = getattr(pe, 'patch_size', 1) if pe is not None else 1
+    return int(size[0]) if isinstance(size, (tuple, list)) else int(size)

@@ -1,0 +1,77 @@
+"""Training checkpoints: what they hold, atomic writes, and loading with ``weights_only=True``.
+
+A checkpoint is a plain dict of tensors and Python primitives, so ``torch.load(path, weights_only=True)`` reads it:
+
+* ``model``: the model state dict (``zoo.models.unwrap_state_dict`` and ``checkpoint_filter_fn`` find it there);
+* ``model_ema``: the EMA state dict, when ``--model-ema`` was on;
+* ``optimizer``, ``scheduler``, ``scaler``: their state dicts (``scaler`` only with CUDA AMP);
+* ``epoch``: number of completed epochs; ``history``: one metrics dict per completed epoch;
+* ``best_top1`` / ``best_epoch``;
+* ``meta``: ``model_name``, ``model_kwargs``, ``img_size``, ``num_classes``, ``class_names``, ``data_config``
+  (mean, std, interpolation, crop_pct) and ``args`` (all options, a plain dict): enough to rebuild the model
+  and its eval transform from the file alone.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Dict
+
+import torch
+
+__all__ = ['save_atomic', 'copy_atomic', 'load_checkpoint', 'checkpoint_meta']
+
+
+def save_atomic(obj: Dict[str, Any], path: str) -> None:
+    """``torch.save`` to a temporary file in the same folder, then ``os.replace`` it onto ``path``.
+
+    A crash leaves either the previous file or the new one, never a truncated file.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix='.pth', dir=folder)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def copy_atomic(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` through a temporary file and ``os.replace``."""
+    folder = os.path.dirname(os.path.abspath(dst))
+    fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix=os.path.splitext(dst)[1], dir=folder)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load_checkpoint(path: str) -> Dict[str, Any]:
+    """Load a checkpoint on the CPU with ``weights_only=True``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a readable torch checkpoint.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:  # unpickling errors come in many types; report them as one user error
+        raise ValueError(f'cannot read checkpoint {path!r}: {type(e).__name__}: {str(e).splitlines()[0]}') from None
+
+
+def checkpoint_meta(ckpt: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``meta`` dict of a zoo training checkpoint, or ``{}`` for other files (plain state dicts)."""
+    meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
+    return meta if isinstance(meta, dict) else {}
