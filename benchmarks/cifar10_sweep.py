@@ -1,0 +1,373 @@
+"""CIFAR-10 position-encoding sweep: train every 2D PE with one recipe, evaluate across resolutions, write the docs.
+
+    python benchmarks/cifar10_sweep.py            # from the repository root; ~1 h on 2 busy CPU cores
+
+Steps (each one a plain ``zoo`` command, logged to ``runs/cifar10/<run>.log``):
+
+1. extract ``../shared/data/cifar10-jpg.tar.gz`` (checked against its sha256) to ``data/cifar10`` unless present;
+2. for every ``configs/cifar10_<pe>.yaml`` whose model builds (the files differ only in ``model``):
+   ``zoo train --config configs/cifar10_<pe>.yaml --seed S --output runs/cifar10/<pe>_s<S>``, seed 0 for all and
+   seed 1 as well for the ``--noise-pes`` (run-to-run noise);
+3. for every run: ``zoo eval-resolution --run runs/cifar10/<pe>_s<S> --sizes 24 32 40 48 56 64 ...`` (0.75x-2x of
+   the 32 px training size, multiples of the 8 px patch);
+4. merge the per-run results into ``runs/cifar10/eval/`` (report.md, results.csv/json, scaling.png) and write
+   ``docs/results/cifar10.md`` + ``docs/results/cifar10.png``.
+
+Jobs run ``--jobs`` at a time with ``--threads`` torch threads each (2 x 1 uses two cores without thread
+oversubscription). Finished runs are skipped and interrupted ones resumed when the script is started again.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import shlex
+import sys
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from glob import glob
+from typing import Dict, List, Optional
+
+import pandas as pd
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARBALL_SHA256 = 'd34c68f61cca57aa9144c8f25bda427abb9921bd642d5857a2fc1a6b4416f965'
+
+
+def log(msg: str) -> None:
+    print(f'[{datetime.datetime.now():%H:%M:%S}] {msg}', flush=True)
+
+
+def extract(tarball: str, dest: str) -> None:
+    """Extract the CIFAR-10 JPEG tarball (``train/`` and ``test/`` at its top) to ``dest`` unless already there."""
+    if os.path.isdir(os.path.join(dest, 'train')) and os.path.isdir(os.path.join(dest, 'test')):
+        log(f'data: {dest} already present')
+        return
+    h = hashlib.sha256()
+    with open(tarball, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    if h.hexdigest() != TARBALL_SHA256:
+        raise SystemExit(f'{tarball}: sha256 {h.hexdigest()} differs from the documented {TARBALL_SHA256}')
+    tmp = dest + '.partial'
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with tarfile.open(tarball) as tar:
+        tar.extractall(tmp, filter='data')
+    os.makedirs(dest, exist_ok=True)
+    for split in ('train', 'test'):
+        os.replace(os.path.join(tmp, split), os.path.join(dest, split))
+    shutil.rmtree(tmp)
+    log(f'data: extracted {tarball} to {dest}')
+
+
+def load_configs(pattern: str) -> Dict[str, dict]:
+    """``{pe: config}`` for every config file; exits if they differ in anything but ``model``."""
+    configs = {}
+    for path in sorted(glob(pattern)):
+        pe = os.path.basename(path)[len('cifar10_'):-len('.yaml')]
+        with open(path) as f:
+            configs[pe] = dict(yaml.safe_load(f), _path=os.path.relpath(path, ROOT))
+    recipes = {pe: {k: v for k, v in c.items() if k not in ('model', '_path')} for pe, c in configs.items()}
+    first = next(iter(recipes.values()))
+    differ = [pe for pe, r in recipes.items() if r != first]
+    if differ:
+        raise SystemExit(f'configs {differ} differ from the shared recipe in more than the model name')
+    return configs
+
+
+_BUILD_CHECK = """
+import json, sys, timm, torch, zoo
+out = {}
+for cfg in json.loads(sys.argv[1]):
+    try:
+        m = timm.create_model(cfg['model'], img_size=cfg['img_size'], num_classes=10, **cfg['model_kwargs'])
+        m(torch.zeros(2, 3, cfg['img_size'], cfg['img_size'])).sum().backward()
+        out[cfg['model']] = None
+    except Exception as e:
+        out[cfg['model']] = f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'
+print(json.dumps(out))
+"""
+
+
+def build_failures(configs: Dict[str, dict]) -> Dict[str, Optional[str]]:
+    """``{pe: None or reason}``: whether each config's model builds and runs a forward/backward now.
+
+    Checked in a fresh process, so encodings that landed in the checkout while the sweep ran are seen.
+    """
+    payload = json.dumps([dict(model=c['model'], img_size=c['img_size'], model_kwargs=c['model_kwargs'])
+                          for c in configs.values()])
+    proc = subprocess.run([sys.executable, '-c', _BUILD_CHECK, payload], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, OMP_NUM_THREADS='1'))
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or ['build check crashed'])[-1]
+        return {pe: reason for pe in configs}
+    by_model = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {pe: by_model[c['model']] for pe, c in configs.items()}
+
+
+def run_logged(cmd: List[str], log_path: str, env: dict, timeout: float) -> int:
+    """Run ``cmd`` with output appended to ``log_path``; returns the exit status (124 on timeout)."""
+    with open(log_path, 'a') as f:
+        f.write(f'$ {" ".join(cmd)}\n')
+        f.flush()
+        try:
+            return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            f.write(f'timed out after {timeout:.0f} s\n')
+            return 124
+
+
+def job(run: dict, args, env: dict) -> dict:
+    """Train one run (or resume / skip it), then evaluate it across sizes. Returns the run with its status."""
+    out, log_path = run['output'], run['output'] + '.log'
+    t0 = time.time()
+    last = os.path.join(out, 'checkpoint-last.pth')
+    zoo = [sys.executable, '-m', 'zoo.cli']
+    done = False
+    if os.path.isfile(last):
+        import torch
+        ck = torch.load(last, map_location='cpu', weights_only=True)
+        done = ck['epoch'] >= ck['meta']['args']['epochs']
+    if not done:
+        cmd = [*zoo, 'train', '--config', run['config'], '--seed', str(run['seed']), '--output', out,
+               '--data-dir', args.data, '--threads', str(args.threads), '--no-progress', *shlex.split(args.train_args)]
+        if os.path.isfile(last):
+            cmd.append('--resume')
+        elif os.path.isdir(out):
+            cmd.append('--overwrite')
+        log(f'start {run["name"]}')
+        rc = run_logged(cmd, log_path, env, args.run_timeout)
+        if rc != 0:
+            status = 'timed out' if rc == 124 else 'train failed'
+            log(f'{status.upper()} {run["name"]} (see {log_path})')
+            return dict(run, status=status, seconds=time.time() - t0)
+    metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+    train_s = time.time() - t0 if not done else float(metrics['epoch_s'].sum())
+    eval_dir = os.path.join(out, 'eval')
+    if not os.path.isfile(os.path.join(eval_dir, 'results.json')) or not done:
+        cmd = [*zoo, 'eval-resolution', '--run', out, '--label', run['label'], '--data-dir', args.data,
+               '--split', 'test', '--sizes', *map(str, args.sizes), '--max-per-class', str(args.eval_per_class),
+               '--batch-size', '250', '--workers', '1', '--threads', str(args.threads), '--output', eval_dir,
+               '--overwrite', '--no-progress']
+        if run_logged(cmd, log_path, env, args.run_timeout) != 0:
+            log(f'FAILED evaluating {run["name"]} (see {log_path})')
+            return dict(run, status='eval failed', seconds=time.time() - t0)
+    timing_path = os.path.join(out, 'sweep_timing.json')
+    if os.path.isfile(timing_path):
+        with open(timing_path) as f:
+            seconds = json.load(f)['total_s']
+    else:
+        seconds = train_s + (time.time() - t0 if done else time.time() - t0 - train_s)
+        with open(timing_path, 'w') as f:
+            json.dump(dict(train_s=train_s, total_s=seconds), f)
+    log(f'done {run["name"]}: val top-1 {metrics["val_top1"].iloc[-1]:.2f} ({seconds / 60:.1f} min)')
+    return dict(run, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1]),
+                epoch_s=float(metrics['epoch_s'].mean()))
+
+
+def noise_section(df: pd.DataFrame, runs: List[dict], sizes: List[int], train_size: int) -> List[str]:
+    """Seed-to-seed spread per size, and which PE differences exceed twice that spread."""
+    lines = ['## Run-to-run noise', '']
+    pairs = {}
+    for r in runs:
+        if r['status'] == 'ok':
+            pairs.setdefault(r['pe'], {})[r['seed']] = r['label']
+    pairs = {pe: s for pe, s in pairs.items() if len(s) > 1}
+    if not pairs:
+        return lines + ['No PE finished with two seeds, so the noise could not be measured.', '']
+    top1 = df.pivot_table(index='label', columns='size', values='top1')
+    spread = {}
+    for size in sizes:
+        spread[size] = max(abs(top1.loc[s[0], size] - top1.loc[s[1], size]) for s in pairs.values())
+    lines += [f'Seeds 0 and 1 of {", ".join(sorted(pairs))}: largest top-1 difference between the two seeds of one PE, '
+              'per size (same data, same recipe; only initialisation, data order and augmentation differ):', '',
+              '| | ' + ' | '.join(f'{s} px' for s in sizes) + ' |', '|---|' + '---|' * len(sizes),
+              '| seed spread (points) | ' + ' | '.join(f'{spread[s]:.2f}' for s in sizes) + ' |', '']
+    seed0 = {}
+    for r in runs:
+        if r['status'] == 'ok' and (r['seed'] == 0):
+            seed0[r['pe']] = r['label']
+    base = seed0.get('ape')
+    if base is None:
+        return lines
+    verdict = []
+    for size in (train_size, max(sizes)):
+        above, below = [], []
+        for pe, label in seed0.items():
+            if pe == 'ape':
+                continue
+            d = top1.loc[label, size] - top1.loc[base, size]
+            if abs(d) > 2 * spread[size]:
+                (above if d > 0 else below).append(f'{pe} ({d:+.1f})')
+        within = len(seed0) - 1 - len(above) - len(below)
+        verdict.append(f'- At {size} px ({size / train_size:g}x the training size), against the APE baseline '
+                       f'(twice the seed spread = {2 * spread[size]:.1f} points): better beyond noise: '
+                       f'{", ".join(above) or "none"}; worse beyond noise: {", ".join(below) or "none"}; '
+                       f'{within} PE(s) within noise.')
+    return lines + ['A difference counts as real only if it exceeds twice the seed spread at that size (two seeds '
+                    'are a thin estimate of noise; treat borderline cases as ties).', ''] + verdict + ['']
+
+
+def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[str, dict], wall_s: float) -> None:
+    from zoo.eval.report import markdown_table, write_report
+    ok = [r for r in runs if r['status'] == 'ok']
+    rows, models, protocol = [], [], None
+    for r in ok:
+        with open(os.path.join(r['output'], 'eval', 'results.json')) as f:
+            res = json.load(f)
+        rows += res['results']
+        models += res['models']
+        protocol = protocol or res['protocol']
+    os.makedirs(args.docs, exist_ok=True)
+    md_path, png_path = os.path.join(args.docs, 'cifar10.md'), os.path.join(args.docs, 'cifar10.png')
+    recipe = next(iter(configs.values()))
+    recipe_txt = yaml.safe_dump({k: v for k, v in recipe.items() if k not in ('model', '_path')}, sort_keys=False,
+                                default_flow_style=None).strip()
+    lines = ['# CIFAR-10: position encodings under resolution change', '']
+    if not rows:
+        lines += ['The sweep produced no result; see the logs in `runs/cifar10/`.', '']
+    else:
+        eval_dir = os.path.join(args.out, 'eval')
+        os.makedirs(eval_dir, exist_ok=True)
+        paths = write_report(rows, models, protocol, eval_dir)
+        shutil.copyfile(paths['png'], png_path)
+        df = pd.DataFrame(rows)
+        train_size = int(recipe['img_size'])
+        val = {r['label']: r['val_top1'] for r in ok}
+        lines += [
+            f'Every 2D position encoding that builds in this checkout, trained with one recipe on the full CIFAR-10 '
+            f'training set (50,000 images) at {train_size} px, then evaluated zero-shot at {len(args.sizes)} sizes '
+            f'from {min(args.sizes) / train_size:g}x to {max(args.sizes) / train_size:g}x the training size. '
+            f'Top-1 (%) on the first {args.eval_per_class} test images of each class '
+            f'({10 * args.eval_per_class} images); the last column is top-1 on the full 10,000-image test set at '
+            'the training size, from training.', '',
+            _with_val_column(markdown_table(df, 'top1'), val), '',
+            'Bold: best per size. ◦: training size.', '',
+            '![top-1 against resolution](cifar10.png)', '']
+        lines += noise_section(df, ok, list(args.sizes), train_size)
+    lines += ['## Recipe', '',
+              f'One recipe for every PE; `configs/cifar10_<pe>.yaml` differ only in `model`. CPU-sized: a ViT with '
+              f'8 px patches (4 x 4 grid at 32 px), width 96, 4 blocks, 3 heads (about 0.47M parameters), 2 epochs.',
+              '', '```yaml', recipe_txt, '```', '',
+              '## How it was made', '',
+              '```bash', 'python benchmarks/cifar10_sweep.py', '```', '',
+              'which runs, per PE and seed,', '',
+              '```bash',
+              'zoo train --config configs/cifar10_<pe>.yaml --seed <s> --output runs/cifar10/<pe>_s<s> --threads '
+              f'{args.threads}',
+              f'zoo eval-resolution --run runs/cifar10/<pe>_s<s> --data-dir {args.data} --split test --sizes '
+              f'{" ".join(map(str, args.sizes))} --max-per-class {args.eval_per_class} --output '
+              'runs/cifar10/<pe>_s<s>/eval',
+              '```', '',
+              f'and merges the per-run results (`runs/cifar10/eval/`). Hardware: {_cpu()} ({os.cpu_count()} cores, '
+              f'shared with other jobs while this ran), PyTorch {_torch_version()} on CPU, {args.jobs} runs at a time '
+              f'with {args.threads} thread(s) each. Wall time of the whole sweep: {wall_s / 60:.0f} min; per run '
+              '(training + evaluation):', '',
+              '| run | status | minutes |', '|---|---|---|']
+    lines += [f'| {r["label"]} | {r["status"]} | {r["seconds"] / 60:.1f} |' for r in runs]
+    if skipped:
+        lines += ['', '## Not included', '']
+        lines += [f'- `{pe}`: does not build with the shared recipe in this checkout: {reason}'
+                  for pe, reason in skipped.items()]
+    if rows and protocol:
+        lines += ['', '## Protocol', '']
+        with open(os.path.join(args.out, 'eval', 'report.md')) as f:
+            report = f.read()
+        lines += [report.split('## Protocol', 1)[1].strip()]
+    with open(md_path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    log(f'wrote {md_path} and {png_path}')
+
+
+def _with_val_column(table: str, val: Dict[str, float]) -> str:
+    out = []
+    for i, line in enumerate(table.splitlines()):
+        if i == 0:
+            out.append(line + ' full test @ train size |')
+        elif i == 1:
+            out.append(line + '---|')
+        else:
+            label = line.split('|')[1].strip()
+            out.append(line + f' {val.get(label, float("nan")):.2f} |')
+    return '\n'.join(out)
+
+
+def _cpu() -> str:
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or 'unknown CPU'
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('--tarball', default=os.path.join(os.path.dirname(ROOT), 'shared', 'data', 'cifar10-jpg.tar.gz'))
+    p.add_argument('--data', default='data/cifar10', help='where the images are (extracted if missing)')
+    p.add_argument('--configs', default='configs/cifar10_*.yaml')
+    p.add_argument('--out', default='runs/cifar10', help='run dirs and logs')
+    p.add_argument('--docs', default='docs/results', help='where cifar10.md and cifar10.png go')
+    p.add_argument('--sizes', type=int, nargs='+', default=[24, 32, 40, 48, 56, 64])
+    p.add_argument('--eval-per-class', type=int, default=500, help='test images per class for the size sweep')
+    p.add_argument('--noise-pes', nargs='+', default=['ape', 'rope_mixed'], help='PEs trained with a second seed')
+    p.add_argument('--only', nargs='+', default=None, help='restrict to these PEs')
+    p.add_argument('--jobs', type=int, default=2, help='runs at a time')
+    p.add_argument('--threads', type=int, default=1, help='torch threads per run')
+    p.add_argument('--run-timeout', type=float, default=1800, help='seconds before one training run is abandoned')
+    p.add_argument('--train-args', default='', help='extra zoo train flags (smoke tests: "--epochs 1 '
+                                                    '--max-train-per-class 20")')
+    args = p.parse_args()
+    os.chdir(ROOT)
+    t0 = time.time()
+    extract(args.tarball, args.data)
+    configs = load_configs(args.configs)
+    if args.only:
+        configs = {pe: c for pe, c in configs.items() if pe in args.only}
+    os.makedirs(args.out, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY='PASSIVE', PYTHONUNBUFFERED='1')
+    # PEs that do not build yet are checked again whenever the queue runs dry (other work may land meanwhile).
+    pending, skipped, results = dict(configs), {}, []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        while pending:
+            failures = build_failures(pending)
+            ready = [pe for pe in pending if failures[pe] is None]
+            skipped = {pe: failures[pe] for pe in pending if failures[pe] is not None}
+            for pe, reason in skipped.items():
+                log(f'not buildable now: {pe}: {reason}')
+            if not ready:
+                break
+            ready = [pe for pe in args.noise_pes if pe in ready] + [pe for pe in ready if pe not in args.noise_pes]
+            runs = []
+            for pe in ready:
+                seeds = [0, 1] if pe in args.noise_pes else [0]
+                for seed in seeds:
+                    label = f'{pe} (seed {seed})' if len(seeds) > 1 else pe
+                    runs.append(dict(pe=pe, seed=seed, label=label, name=f'{pe}_s{seed}',
+                                     config=configs[pe]['_path'], output=os.path.join(args.out, f'{pe}_s{seed}')))
+                del pending[pe]
+            log(f'{len(runs)} runs ({", ".join(r["name"] for r in runs)}), {args.jobs} at a time')
+            results += list(pool.map(lambda r: job(r, args, env), runs))
+    write_docs(results, skipped, args, configs, time.time() - t0)
+    log(f'sweep finished in {(time.time() - t0) / 60:.1f} min')
+
+
+if __name__ == '__main__':
+    main()
