@@ -111,6 +111,17 @@ def test_resume_after_kill_matches_uninterrupted(data, tmp_path, monkeypatch):
         [{k: v for k, v in r.items() if k not in drop} for r in resumed['history']]
 
 
+def test_ema_and_longer_schedule_on_resume(data, tmp_path):
+    out = str(tmp_path / 'ema')
+    train(['--model', APE, '--data-dir', data, '--output', out, *TINY, '--epochs', '1', '--model-ema',
+           '--model-ema-decay', '0.9'])
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert set(ckpt['model_ema']) == set(ckpt['model'])
+    longer = train(['--output', out, '--resume', '--epochs', '2'])
+    assert [r['epoch'] for r in longer['history']] == [1, 2] and longer['history'][1]['ema_top1'] != ''
+    assert torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['meta']['args']['epochs'] == 2
+
+
 def _independent_correct(ckpt_path: str, root: str, size: int) -> int:
     """Count top-1 hits with a separately built model and a plain loop over the files."""
     ckpt = torch.load(ckpt_path, weights_only=True)

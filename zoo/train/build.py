@@ -49,6 +49,12 @@ def create_zoo_model(name: str, model_kwargs: Optional[Dict[str, Any]] = None, i
         return timm.create_model(name, pretrained=pretrained, **kwargs)
     except TypeError as e:  # an override the constructor does not take
         raise ValueError(f'model {name!r} rejects the given options: {e}') from None
+    except (RuntimeError, OSError) as e:
+        if not pretrained:
+            raise
+        # no weights registered for the name, or no network / cache: a user-facing problem, not a crash
+        raise ValueError(f'cannot load pretrained weights for {name!r}: {type(e).__name__}: '
+                         f'{str(e).splitlines()[0] if str(e) else ""}') from None
 
 
 def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True) -> None:

@@ -136,7 +136,7 @@ def train_one_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim
         num_updates += 1
         scheduler.step_update(num_updates=num_updates)
         if ema is not None:
-            ema.update(model, step=num_updates)
+            ema.update(getattr(model, 'module', model), step=num_updates)  # unwrap DDP
         loss_sum += loss.item() * targets.shape[0]
         seen += targets.shape[0]
         bar.set_postfix(loss=f'{loss_sum / seen:.3f}', lr=f'{optimizer.param_groups[0]["lr"]:.2e}')
@@ -267,7 +267,11 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
     if ckpt is not None:
         model.load_state_dict(ckpt['model'], strict=True)
         optimizer.load_state_dict(ckpt['optimizer'])
-        scheduler.load_state_dict(ckpt['scheduler'])
+        if int(checkpoint_meta(ckpt)['args']['epochs']) == args.epochs:
+            scheduler.load_state_dict(ckpt['scheduler'])
+        else:  # a longer / shorter schedule: timm schedulers are functions of the update count, so start anew
+            _logger.info('--epochs changed from %s to %d: the LR schedule is rebuilt for the new length',
+                         checkpoint_meta(ckpt)['args']['epochs'], args.epochs)
         if scaler is not None and ckpt.get('scaler'):
             scaler.load_state_dict(ckpt['scaler'])
         if ema is not None and ckpt.get('model_ema'):
@@ -296,6 +300,11 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
         dist.barrier()
 
     num_updates = start_epoch * len(train_loader)
+    if start_epoch:
+        scheduler.step_update(num_updates=num_updates)
+        if start_epoch >= args.epochs and is_main:
+            _logger.info('%s already completed %d of %d epochs; nothing to do (raise --epochs to continue)',
+                         args.output, start_epoch, args.epochs)
     for epoch in range(start_epoch, args.epochs):
         t0 = time.time()
         seed_epoch(args.seed, epoch, rank)
