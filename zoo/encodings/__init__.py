@@ -5,4 +5,5 @@ from .absolute import LearnedAPE, NoPE, SinCos2D
 from .conditional import PEG
 from .fourier import LearnableFourierPE
 from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
+from .irpe import IRPE
 from . import multimodal_rope

@@ -25,15 +25,17 @@ __all__ = ['RotaryTerm', 'RoPEAxial', 'RoPEMixed', 'RoPEMixedAPE', 'patch_coords
 class RotaryTerm(AttnTerm):
     """Rotate q and k by per-token angles: each channel pair (2i, 2i+1) turns by ``angles[..., i]``.
 
+    float32/float64 inputs use one complex multiplication per tensor (a single fused pass); float16/bfloat16 inputs use
+    the real cos/sin form with tables cast to the input dtype. Both compute ``(x0 cos - x1 sin, x1 cos + x0 sin)``.
+
     Args:
         angles: ``(heads or 1, L, head_dim // 2)`` float32 radians for every token, prefix tokens included (zero
             angle = identity, so class/register tokens are not rotated and need no special case).
     """
 
     def __init__(self, angles: torch.Tensor):
-        self.sin = angles.sin().repeat_interleave(2, -1)
-        self.cos = angles.cos().repeat_interleave(2, -1)
-        self._cast = {}
+        self.angles = angles.float()
+        self._tables = {}
 
     @classmethod
     def from_patch_angles(cls, patch_angles: torch.Tensor, num_prefix_tokens: int) -> 'RotaryTerm':
@@ -43,14 +45,24 @@ class RotaryTerm(AttnTerm):
             patch_angles = torch.cat([pad, patch_angles], dim=-2)
         return cls(patch_angles)
 
-    def _tables(self, dtype: torch.dtype):
-        if dtype not in self._cast:
-            self._cast[dtype] = (self.sin.to(dtype), self.cos.to(dtype))
-        return self._cast[dtype]
+    def _table(self, dtype: torch.dtype):
+        if dtype not in self._tables:
+            if dtype in (torch.float32, torch.float64):
+                self._tables[dtype] = torch.polar(torch.ones_like(self.angles), self.angles).to(
+                    torch.complex128 if dtype == torch.float64 else torch.complex64)
+            else:
+                self._tables[dtype] = (self.angles.sin().repeat_interleave(2, -1).to(dtype),
+                                       self.angles.cos().repeat_interleave(2, -1).to(dtype))
+        return self._tables[dtype]
+
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
+        table = self._table(x.dtype)
+        if isinstance(table, tuple):
+            return apply_rot_embed(x, *table)
+        return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * table).flatten(-2)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        sin, cos = self._tables(q.dtype)
-        return apply_rot_embed(q, sin, cos), apply_rot_embed(k, sin, cos)
+        return self._apply(q), self._apply(k)
 
 
 def patch_coords(hw: Tuple[int, int], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -419,8 +419,10 @@ _PE_MODELS = {
         hf_hub_id=f'timm/vit_{s}_patch16_rope_mixed_ape_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
     'irpe_k': ('irpe', dict(_IRPE, rpe_on='k'), _SIZES, {s: {'official_in1k': _cfg(
         url=_IRPE_ZOO.format(size=s, on='k'), **_TIMM_IN1K)} for s in _SIZES}),
-    'irpe_qkv': ('irpe', dict(_IRPE, rpe_on='qkv'), {'small': _SIZES['small']}, {'small': {'official_in1k': _cfg(
-        url=_IRPE_ZOO.format(size='small', on='qkv'), **_TIMM_IN1K)}}),
+    'irpe_qk': ('irpe', dict(_IRPE, rpe_on='qk'), {'small': _SIZES['small']}, {'small': {'official_in1k': _cfg(
+        url=_IRPE_ZOO.format(size='small', on='qk'), **_TIMM_IN1K)}}),
+    'irpe_qkv': ('irpe', dict(_IRPE, rpe_on='qkv'), {s: _SIZES[s] for s in ('small', 'base')}, {
+        s: {'official_in1k': _cfg(url=_IRPE_ZOO.format(size=s, on='qkv'), **_TIMM_IN1K)} for s in ('small', 'base')}),
     'comrope_ap': ('comrope', dict(variant='ap'), _SIZES, {}),
     'comrope_ld': ('comrope', dict(variant='ld'), _SIZES, {}),
     'liere': ('liere', {}, _SIZES, {}),
