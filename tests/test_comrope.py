@@ -322,3 +322,27 @@ def test_golden_bad_checkpoint_shapes(tmp_path):
     torch.save(sd, file)
     with pytest.raises(ValueError, match=r'layers\.1\.freqs: checkpoint \(1, 1, 32, 2, 2\)'):
         _official_like_model(2, False, file)
+
+
+@pytest.mark.parametrize('variant', ['ld', 'liere'])
+def test_converter_ld_and_liere_layouts(variant, tmp_path):
+    """LD adds ``multiplier (1, 2, m, 1, 1)``; LieRE has ``freqs (H, 2, m, b, b)``: both land in ``pe.layers.N``."""
+    sd = dict(_golden(4)['state_dict'])
+    g = torch.Generator().manual_seed(5)
+    for i in range(2):
+        pre = f'vision_model.encoder.layers.{i}.self_attn.'
+        if variant == 'ld':
+            sd[pre + 'multiplier'] = torch.randn(1, 2, 16, 1, 1, generator=g)
+        else:
+            sd[pre + 'freqs'] = torch.randn(2, 2, 16, 4, 4, generator=g)
+    file = str(tmp_path / f'official_{variant}.pt')
+    torch.save(sd, file)
+    name = 'pe_vit_tiny_patch16_comrope_ld_224' if variant == 'ld' else 'pe_vit_tiny_patch16_liere_224'
+    model = _official_like_model(4, False, file, name)
+    for i in range(2):
+        pre = f'vision_model.encoder.layers.{i}.self_attn.'
+        assert torch.equal(model.pe.layers[i].freqs, sd[pre + 'freqs'])
+        if variant == 'ld':
+            assert torch.equal(model.pe.layers[i].multiplier, sd[pre + 'multiplier'])
+    with torch.no_grad():
+        assert torch.isfinite(model(torch.randn(1, 3, 224, 224))).all()

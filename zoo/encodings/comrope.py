@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from ._cache import TableCache
+from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
 
@@ -177,7 +178,8 @@ class ComRoPE(PosEncoding):
         block_size: ``b`` in {2, 4, 8}; must divide the head dim (AP also needs an even number of blocks, one half per
             axis, as in the official code).
         init_std: standard deviation of the ``freqs`` initialisation (official default 1.0).
-        perturb_intensity: training-time position jitter, in units of half a patch, clamped to half a patch. 0 = off.
+        perturb_intensity: training-time jitter of each patch coordinate, ``N(0, 1) * 0.5 * intensity`` patches
+            clamped to +-0.5 patch (official rule). 0 = off; eval never perturbs.
         scale_factor: LieRE only, divides the generators (the official default 1e100 is degenerate; we use 1.0).
         ape: also add a learned absolute position table (``zoo.encodings.absolute.LearnedAPE``) as the ``ape``
             submodule. Note that the official ``keep_ape`` flag is inverted; this flag means what it says.
@@ -186,7 +188,7 @@ class ComRoPE(PosEncoding):
         ValueError: unknown variant, block size not in {2, 4, 8}, block size not dividing the head dim, an odd number
             of AP blocks, or ``dim`` not divisible by ``num_heads``.
     """
-    family = 'comrope'
+    family = 'ComRoPE (trainable commuting rotations)'
     adaptation = 'none needed: positions are normalised to [0, 1], so a new grid interpolates between learned angles'
     default_variant = 'ap'
 
@@ -237,7 +239,6 @@ class ComRoPE(PosEncoding):
         self.layers = nn.ModuleList([
             _LayerGenerators(variant, num_heads, head_dim, block_size, init_std, scale_factor) for _ in range(depth)])
         if ape:
-            from .absolute import LearnedAPE  # sibling encoding module; imported lazily
             self.ape = LearnedAPE(dim=dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens)
         else:
             self.ape = None
@@ -393,7 +394,7 @@ class LieRE(ComRoPE):
     Raises:
         ValueError: any ``variant`` other than ``'liere'``, plus the checks of :class:`ComRoPE`.
     """
-    family = 'liere'
+    family = 'LieRE (trainable non-commuting rotations)'
     default_variant = 'liere'
 
     def __init__(self, *args, variant: Optional[str] = None, **kwargs):
