@@ -16,7 +16,6 @@ from timm.data import create_transform
 
 import zoo  # noqa: F401
 from zoo.cli import main
-from zoo.datasets import SafeImageFolder
 from zoo.eval.resolution import eval_resolution
 from zoo.train import loop
 from zoo.train.args import parse_model_kwargs, parse_train_args

@@ -24,7 +24,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     fam = max(len(r['family']) for r in rows)
     print(f'{"model":<{width}}  {"PE family":<{fam}}  {"params":>8}  pretrained tags')
     for r in rows:
-        print(f'{r["name"]:<{width}}  {r["family"]:<{fam}}  {r["params"] / 1e6:7.2f}M  {", ".join(r["pretrained"]) or "-"}')
+        tags = ', '.join(r['pretrained']) or '-'
+        print(f'{r["name"]:<{width}}  {r["family"]:<{fam}}  {r["params"] / 1e6:7.2f}M  {tags}')
     return 0
 
 

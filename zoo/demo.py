@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from importlib import resources
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from zoo.eval.resolution import eval_resolution
 from zoo.train.loop import train

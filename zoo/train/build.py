@@ -6,7 +6,6 @@ import logging
 from typing import Any, Dict, Optional
 
 import timm
-import torch
 from torch import nn
 
 import zoo.models  # noqa: F401  (registers the pe_vit_* models)

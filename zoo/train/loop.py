@@ -35,7 +35,7 @@ from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3
 
 from zoo.datasets import SafeImageFolder, collate_skip_bad, find_split
-from zoo.eval.accuracy import EvalCounts, evaluate
+from zoo.eval.accuracy import evaluate
 from .args import parse_train_args
 from .build import create_zoo_model, load_weights
 from .checkpoint import checkpoint_meta, copy_atomic, load_checkpoint, save_atomic
