@@ -6,4 +6,5 @@ from .conditional import PEG
 from .fourier import LearnableFourierPE
 from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
 from .irpe import IRPE
+from .comrope import ComRoPE, LieRE
 from . import multimodal_rope
