@@ -346,3 +346,23 @@ def test_converter_ld_and_liere_layouts(variant, tmp_path):
             assert torch.equal(model.pe.layers[i].multiplier, sd[pre + 'multiplier'])
     with torch.no_grad():
         assert torch.isfinite(model(torch.randn(1, 3, 224, 224))).all()
+
+
+@pytest.mark.parametrize('block_size', [4, 8])
+def test_liere_training_path_matches_definition(block_size):
+    """In training LieRE uses a Taylor scaling-and-squaring exponential; values and gradients match matrix_exp."""
+    pe = _pe('liere', block_size, depth=1).double().train()
+    h, w = 3, 4
+    pos = Positions.from_hw((h, w), 1, 1)
+    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij')
+    coords = torch.stack([(rows.reshape(-1) + 0.5) / h, (cols.reshape(-1) + 0.5) / w], -1).double()
+    coords = torch.cat([torch.tensor([[0.5, 0.5]], dtype=torch.float64), coords])
+    x = torch.randn(2, 2, pos.num_tokens, 32, dtype=torch.float64)
+    wgt = torch.randn_like(x)
+    got = _rotate(pe, pos, x)
+    g_got = torch.autograd.grad((got * wgt).sum(), pe.layers[0].freqs)[0]
+    r = pe.rotation_blocks(0, coords)
+    want = torch.einsum('lhmij,nhlmj->nhlmi', r, x.unflatten(-1, (-1, block_size))).flatten(-2)
+    g_want = torch.autograd.grad((want * wgt).sum(), pe.layers[0].freqs)[0]
+    assert torch.allclose(got, want, atol=1e-10)
+    assert torch.allclose(g_got, g_want, atol=1e-8)

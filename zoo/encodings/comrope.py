@@ -49,6 +49,7 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
 """
 from __future__ import annotations
 
+import math
 from typing import List, Optional, Tuple
 
 import torch
@@ -155,6 +156,33 @@ class BlockRotation(AttnTerm):
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
         return self._apply(q), self._apply(k)
+
+
+def _expm_taylor(a: torch.Tensor) -> torch.Tensor:
+    """Matrix exponential of a batch of small matrices by scaling and squaring a Taylor polynomial.
+
+    Used for LieRE training: autograd through ~20 batched ``b x b`` products is several times cheaper than the backward
+    of ``torch.linalg.matrix_exp`` (an exponential of a ``2b x 2b`` block matrix). The input is scaled by ``2^-s`` to
+    a 1-norm of at most 0.5, where the truncation error of degree 8 (float32) or 12 (float64) is below the dtype's
+    rounding (``0.5^9 / 9! = 5e-9``, ``0.5^13 / 13! = 2e-14``), then squared ``s`` times.
+
+    Args:
+        a: ``(..., b, b)`` float32 or float64.
+
+    Returns:
+        ``exp(a)`` with the shape and dtype of ``a``.
+    """
+    deg = 12 if a.dtype == torch.float64 else 8
+    norm = torch.linalg.matrix_norm(a.detach(), ord=1).amax().item() if a.numel() else 0.0
+    s = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
+    a = a * (0.5 ** s)
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    out = eye + a / deg
+    for k in range(deg - 1, 0, -1):
+        out = eye + (a @ out) / k
+    for _ in range(s):
+        out = out @ out
+    return out
 
 
 def _axis_coords(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
@@ -375,7 +403,9 @@ class ComRoPE(PosEncoding):
             else:
                 gen = (u_row[tok_row][:, None, None, None, None] * a[None, :, 0]
                        + u_col[tok_col][:, None, None, None, None] * a[None, :, 1])
-                blocks = torch.linalg.matrix_exp(gen)
+                # one exponential per token, head and block (non-commuting); the Taylor form has a cheaper backward
+                blocks = _expm_taylor(gen) if torch.is_grad_enabled() and gen.requires_grad else \
+                    torch.linalg.matrix_exp(gen)
             if n_reg:
                 eye = torch.eye(b, device=device, dtype=cdtype).expand(n_reg, *blocks.shape[1:])
                 blocks = torch.cat([blocks[:num_class], eye, blocks[num_class:]], 0)
