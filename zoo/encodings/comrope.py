@@ -41,7 +41,8 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
       ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and a cos/sin product like axial RoPE;
     * ``matrix_exp`` runs on ``b x b`` blocks only, and for AP/LD only once per distinct coordinate value of each axis
       (``H + W + 2`` values, not ``H * W``): AP blocks depend on one axis, and LD blocks factor as
-      ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute;
+      ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute. LieRE needs one exponential per token; in training
+      it uses a Taylor scaling-and-squaring form whose backward is cheaper than that of ``matrix_exp``;
     * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
     * in eval with autograd off they are cached per (grid, prefix tokens, dtype, device), keyed also on every
       generator parameter's version counter and storage, so ``load_state_dict`` or an optimizer step can never
