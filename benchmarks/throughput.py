@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/throughput.py                       # all PEs, 224 and 384, inference + training step
     python benchmarks/throughput.py --pes ape rope_mixed --sizes 224 --no-train --repeats 5
+    python benchmarks/throughput.py --train-only --pes ape rope_mixed irpe_k comrope_ap
 
 Protocol: batch 8 (``--batch-size``), ``torch.inference_mode`` for inference; a training step is forward, cross-entropy,
 backward and an SGD step. Models are timed round-robin (one batch of each model per round, ``--repeats`` rounds after
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> List[Dict]:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     rows = []
-    modes = ['infer'] + ([] if args.no_train else ['train'])
+    modes = ([] if args.train_only else ['infer']) + ([] if args.no_train else ['train'])
     for mode in modes:
         keys = TIMM_BASELINES + (args.pes if mode == 'infer' else [p for p in args.pes if p in TRAIN_PES])
         for size in args.sizes:
@@ -150,6 +151,7 @@ def main(argv=None) -> None:
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--threads', type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument('--no-train', action='store_true', help='skip the training-step timing')
+    parser.add_argument('--train-only', action='store_true', help='skip the inference timing')
     parser.add_argument('--memory', action='store_true', help='also measure peak memory (one process per model)')
     parser.add_argument('--out', help='write the markdown table here (and a .json beside it)')
     args = parser.parse_args(argv)
