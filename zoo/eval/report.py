@@ -95,7 +95,8 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
     with open(paths['json'], 'w') as f:
         json.dump(dict(protocol=protocol, models=models, results=rows), f, indent=1)
     n = int(df['n'].max()) if len(df) else 0
-    title = f'Zero-shot resolution sweep on {os.path.basename(os.path.normpath(protocol["data_root"]))} ({n} images)'
+    where = '/'.join(os.path.normpath(protocol['data_root']).split(os.sep)[-2:])
+    title = f'Zero-shot resolution sweep on {where} ({n} images)'
     plot_scaling(df, paths['png'], title)
 
     crop = protocol['crop_pct']
