@@ -6,15 +6,20 @@ import torch
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
-SHARED = Path(__file__).resolve().parents[2] / 'shared'
+GOLDEN = Path(__file__).resolve().parents[2] / 'shared' / 'golden'
 
 
-@pytest.fixture(scope='session')
-def golden_dir() -> Path:
-    """``../shared/golden``; a missing folder fails the golden tests unless ZOO_ALLOW_MISSING_GOLDEN=1."""
-    path = SHARED / 'golden'
-    if not path.is_dir():
+def golden_path(name: str) -> Path:
+    """``../shared/golden/<name>``; a missing file fails the test unless ZOO_ALLOW_MISSING_GOLDEN=1 (then it skips)."""
+    path = GOLDEN / name
+    if not path.exists():
         if os.environ.get('ZOO_ALLOW_MISSING_GOLDEN') == '1':
-            pytest.skip(f'golden data not found at {path} (ZOO_ALLOW_MISSING_GOLDEN=1)')
-        pytest.fail(f'golden data not found at {path}; check out the shared folder next to the repo')
+            pytest.skip(f'golden file {path} missing (ZOO_ALLOW_MISSING_GOLDEN=1)')
+        pytest.fail(f'golden file {path} is missing: check out ../shared/golden next to the repo, '
+                    f'or set ZOO_ALLOW_MISSING_GOLDEN=1 to skip the golden tests')
     return path
+
+
+def load_golden(name: str) -> dict:
+    """Load a golden ``.pt`` file with ``weights_only=True`` (see golden_path for a missing file)."""
+    return torch.load(golden_path(name), weights_only=True)

@@ -5,11 +5,10 @@ unless ``ZOO_ALLOW_MISSING_GOLDEN=1`` is set, which skips the golden tests inste
 """
 from __future__ import annotations
 
-import os
 from functools import partial
-from pathlib import Path
 
 import pytest
+from conftest import load_golden
 import torch
 from torch import nn
 
@@ -18,18 +17,11 @@ import zoo.encodings.comrope  # noqa: F401  (registers 'comrope' and 'liere')
 from zoo.encodings import Positions, create_pos_encoding
 from zoo.encodings.comrope import ComRoPE, LieRE
 
-GOLDEN_DIR = Path(__file__).resolve().parents[2] / 'shared' / 'golden'
 COMMUTING = ('ap', 'ld')
 
 
 def _golden(block_size: int) -> dict:
-    path = GOLDEN_DIR / f'comrope_ap_b{block_size}.pt'
-    if not path.exists():
-        if os.environ.get('ZOO_ALLOW_MISSING_GOLDEN') == '1':
-            pytest.skip(f'golden file {path} missing (ZOO_ALLOW_MISSING_GOLDEN=1)')
-        pytest.fail(f'golden file {path} is missing: the ComRoPE golden tests need shared/golden/ next to the repo '
-                    f'(set ZOO_ALLOW_MISSING_GOLDEN=1 to skip them)')
-    return torch.load(path, weights_only=True)
+    return load_golden(f'comrope_ap_b{block_size}.pt')
 
 
 def _pe(variant: str, block_size: int, dim: int = 64, heads: int = 2, depth: int = 2, seed: int = 0, **kw):

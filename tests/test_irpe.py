@@ -5,12 +5,10 @@ Golden files: ``../shared/golden/irpe_*.pt`` (see the README there), produced by
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import pytest
+from conftest import load_golden
 import torch
-import torch.nn.functional as F
 import timm
 
 import zoo  # noqa: F401  (registers the models)
@@ -20,19 +18,12 @@ from zoo.encodings.irpe import irpe_bucket_ids, irpe_coefficients, irpe_num_buck
 from zoo.models.checkpoint_filters import CheckpointMismatchError
 from zoo.models.convert_irpe import filter_deit_irpe, load_official_irpe_checkpoint
 
-GOLDEN = Path(__file__).resolve().parents[2] / 'shared' / 'golden'
 GEOM = dict(dim=64, num_heads=2, depth=2, grid_size=(14, 14), num_prefix_tokens=1, num_class_tokens=1)
 TINY = dict(embed_dim=64, depth=2, num_heads=2, num_classes=10)
 
 
 def _golden(name: str) -> dict:
-    path = GOLDEN / name
-    if not path.is_file():
-        if os.environ.get('ZOO_ALLOW_MISSING_GOLDEN') == '1':
-            pytest.skip(f'golden file {path} missing (ZOO_ALLOW_MISSING_GOLDEN=1)')
-        pytest.fail(f'golden file {path} is missing: check out ../shared/golden next to the repo, '
-                    f'or set ZOO_ALLOW_MISSING_GOLDEN=1 to skip the golden tests')
-    return torch.load(path, weights_only=True)
+    return load_golden(name)
 
 
 def _randomize(module: torch.nn.Module, seed: int = 0, std: float = 0.5) -> None:

@@ -1,5 +1,4 @@
 """Registry-wide model tests (timm style) plus the foundation PEs' defining properties."""
-import math
 
 import pytest
 import timm

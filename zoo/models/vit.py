@@ -20,7 +20,7 @@ from torch import nn
 from torch.jit import Final
 
 from timm.layers import (
-    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple, trunc_normal_,
+    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer,
 )
 from timm.layers import use_fused_attn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
