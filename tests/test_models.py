@@ -318,3 +318,36 @@ def test_checkpoint_with_wrong_keys_lists_them(tmp_path):
     msg = str(err.value)
     assert 'blocks.1.norm1.weight' in msg and 'blocks.0.attn.extra' in msg and 'blocks.0.mlp.fc1.weight' in msg
     assert 'Fix:' in msg
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(img_size=30, patch_size=8), r'30x30 px is not divisible by the patch size 8x8'),
+    (dict(img_size=32, patch_size=8, dynamic_img_pad=True), r'needs dynamic_img_size=True'),
+    (dict(patch_size=0), r'must be positive'),
+    (dict(reg_tokens=-1), r'reg_tokens >= 0'),
+    (dict(drop_path_rate=1.5), r'drop_path_rate'),
+    (dict(pe='rope_axial', pe_kwargs=dict(theta=0)), r'theta must be > 0'),
+    (dict(pe='sincos', pe_kwargs=dict(temperature=0)), r'temperature must be > 0'),
+    (dict(pe='peg', pe_kwargs=dict(after_blocks='01')), r'after_blocks must be'),
+    (dict(pe='peg', pe_kwargs=dict(after_blocks=(7,))), r'block indices in \[0, 2\)'),
+    (dict(pe_kwargs=[1, 2]), r'pe_kwargs must be a dict'),
+    (dict(pe='irpe', pe_kwargs=dict(skip=1), class_token=False, global_pool='avg'), r'skip must be between 0 and'),
+])
+def test_bad_model_options_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        timm.create_model('pe_vit_tiny_patch16_ape_224', **dict(dict(depth=2), **kwargs))
+
+
+def test_bad_inputs_and_calls_raise_clear_errors():
+    model = timm.create_model('pe_vit_tiny_patch16_ape_224', img_size=32, patch_size=8, depth=2)
+    with pytest.raises(ValueError, match=r'expected images \(B, 3, H, W\)'):
+        model(torch.randn(1, 1, 32, 32))
+    with pytest.raises(ValueError, match='floating-point'):
+        model(torch.zeros(1, 3, 32, 32, dtype=torch.long))
+    with pytest.raises(ValueError, match='not divisible'):
+        model.set_input_size(30)
+    avg = timm.create_model('pe_vit_tiny_patch16_ape_224', depth=2, class_token=False, global_pool='avg')
+    with pytest.raises(ValueError, match='needs a class token'):
+        avg.reset_classifier(3, 'token')
+    fourier = timm.create_model('pe_vit_tiny_patch16_fourier_224', img_size=32, patch_size=8, depth=2).half()
+    assert fourier(torch.randn(1, 3, 32, 32).half()).dtype == torch.float16

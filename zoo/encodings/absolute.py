@@ -100,6 +100,8 @@ class SinCos2D(PosEncoding):
         super().__init__()
         if dim % 4:
             raise ValueError(f'sincos needs an embedding dim divisible by 4, got {dim}; change embed_dim')
+        if not temperature > 0:
+            raise ValueError(f'sincos temperature must be > 0, got {temperature}')
         self.dim = dim
         self.temperature = temperature
         self._cache = TableCache()

@@ -34,7 +34,12 @@ class PEG(PosEncoding):
 
     def __init__(self, dim: int, depth: int, after_blocks: Sequence[int] = (0,), kernel_size: int = 3):
         super().__init__()
-        after_blocks = tuple(int(b) for b in after_blocks)
+        if isinstance(after_blocks, int):
+            after_blocks = (after_blocks,)
+        if isinstance(after_blocks, str) or not all(isinstance(b, int) for b in after_blocks):
+            raise ValueError(f'PEG after_blocks must be a block index or a sequence of block indices, got '
+                             f'{after_blocks!r}; e.g. after_blocks=(0, 1, 2)')
+        after_blocks = tuple(after_blocks)
         bad = [b for b in after_blocks if not 0 <= b < depth]
         if bad or kernel_size % 2 == 0:
             raise ValueError(f'PEG needs block indices in [0, {depth}) and an odd kernel_size; got after_blocks='

@@ -58,7 +58,7 @@ class LearnableFourierPE(PosEncoding):
         x = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
         proj = x @ self.w_r.float().t()
         feats = torch.cat([proj.cos(), proj.sin()], dim=-1) * self.scale
-        return self.mlp(feats).unsqueeze(0)
+        return self.mlp(feats.to(self.mlp[0].weight.dtype)).unsqueeze(0)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         table = self.table(_check_2d(pos, 'fourier'), x.device).to(x.dtype)

@@ -396,8 +396,10 @@ class IRPE(PosEncoding):
         if ratio <= 0:
             raise ValueError(f'iRPE ratio must be positive, got {ratio}')
         self.skip = num_prefix_tokens if skip is None else int(skip)
-        if self.skip < 0:
-            raise ValueError(f'skip must be >= 0, got {skip}')
+        if not 0 <= self.skip <= num_prefix_tokens:
+            raise ValueError(f'skip must be between 0 and the number of prefix tokens ({num_prefix_tokens}), got '
+                             f'{skip}; the registered iRPE models use skip=1 with the class token (class_token=True, '
+                             f'reg_tokens=0)')
         self.ratio = float(ratio)
         self.shared_head = bool(shared_head)
         self.num_heads = num_heads

@@ -45,6 +45,8 @@ def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None
     """
     if kind not in _REGISTRY:
         raise ValueError(f'unknown position encoding {kind!r}; choose one of {list_pos_encodings()}')
+    if pe_kwargs is not None and not isinstance(pe_kwargs, dict):
+        raise ValueError(f'pe_kwargs must be a dict of options, got {type(pe_kwargs).__name__}: {pe_kwargs!r}')
     pe_kwargs = dict(pe_kwargs or {})
     cls = _REGISTRY[kind]
     params = inspect.signature(cls.__init__).parameters

@@ -98,6 +98,8 @@ class RoPEAxial(PosEncoding):
         head_dim = dim // num_heads
         if head_dim % 4:
             raise ValueError(f'rope_axial needs head_dim divisible by 4, got {head_dim}; change embed_dim/num_heads')
+        if not theta > 0:
+            raise ValueError(f'rope_axial theta must be > 0, got {theta}')
         self.depth = depth
         num_bands = head_dim // 4
         bands = 1.0 / theta ** (torch.arange(num_bands, dtype=torch.float32) / num_bands)
@@ -140,6 +142,8 @@ class RoPEMixed(PosEncoding):
         head_dim = dim // num_heads
         if head_dim % 4:
             raise ValueError(f'rope_mixed needs head_dim divisible by 4, got {head_dim}; change embed_dim/num_heads')
+        if not theta > 0:
+            raise ValueError(f'rope_mixed theta must be > 0, got {theta}')
         self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 

@@ -20,7 +20,7 @@ from torch import nn
 from torch.jit import Final
 
 from timm.layers import (
-    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer,
+    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple,
 )
 from timm.layers import use_fused_attn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
@@ -110,6 +110,20 @@ class Block(nn.Module):
         return x
 
 
+def _check_geometry(img_size, patch_size, dynamic_img_size: bool, dynamic_img_pad: bool) -> None:
+    """Raise ValueError for a patch size or input size (pixels) that the patch grid cannot take."""
+    img_size, patch_size = to_2tuple(img_size), to_2tuple(patch_size)
+    if min(patch_size) < 1 or min(img_size) < 1:
+        raise ValueError(f'img_size and patch_size must be positive, got img_size={img_size}, patch_size={patch_size}')
+    if dynamic_img_pad and not dynamic_img_size:
+        raise ValueError('dynamic_img_pad=True pads inputs to a multiple of the patch size and needs '
+                         'dynamic_img_size=True too; pass both')
+    if not dynamic_img_pad and (img_size[0] % patch_size[0] or img_size[1] % patch_size[1]):
+        raise ValueError(f'input size {img_size[0]}x{img_size[1]} px is not divisible by the patch size '
+                         f'{patch_size[0]}x{patch_size[1]}; use a multiple of the patch size, or pass '
+                         f'dynamic_img_size=True, dynamic_img_pad=True')
+
+
 class PEVisionTransformer(nn.Module):
     """ViT whose position encoding is pluggable (``pe`` + ``pe_kwargs``).
 
@@ -164,6 +178,12 @@ class PEVisionTransformer(nn.Module):
             raise ValueError(f"global_pool must be '', 'avg' or 'token', got {global_pool!r}")
         if global_pool == 'token' and not class_token:
             raise ValueError("global_pool='token' needs class_token=True; use global_pool='avg' instead")
+        _check_geometry(img_size, patch_size, dynamic_img_size, dynamic_img_pad)
+        if reg_tokens < 0 or depth < 1 or num_heads < 1:
+            raise ValueError(f'need reg_tokens >= 0, depth >= 1 and num_heads >= 1; got reg_tokens={reg_tokens}, '
+                             f'depth={depth}, num_heads={num_heads}')
+        if not 0 <= drop_path_rate < 1:
+            raise ValueError(f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
         norm_layer = get_norm_layer(norm_layer) or partial(nn.LayerNorm, eps=1e-6)
         act_layer = get_act_layer(act_layer) or nn.GELU
         use_fc_norm = global_pool == 'avg' if fc_norm is None else fc_norm
@@ -249,19 +269,27 @@ class PEVisionTransformer(nn.Module):
         if global_pool is not None:
             if global_pool not in ('', 'avg', 'token'):
                 raise ValueError(f"global_pool must be '', 'avg' or 'token', got {global_pool!r}")
+            if global_pool == 'token' and not self.has_class_token:
+                raise ValueError("global_pool='token' needs a class token; this model has none, use 'avg'")
             self.global_pool = global_pool
         self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
 
     def set_input_size(self, img_size: Optional[Union[int, Tuple[int, int]]] = None,
                        patch_size: Optional[Union[int, Tuple[int, int]]] = None) -> None:
         """Change the default input size (pixels): the patch embed and the PE's learned tables follow."""
+        _check_geometry(img_size if img_size is not None else self.patch_embed.img_size,
+                        patch_size if patch_size is not None else self.patch_embed.patch_size,
+                        self.dynamic_img_size, self.dynamic_img_pad)
         self.patch_embed.set_input_size(img_size=img_size, patch_size=patch_size)
         self.pe.set_grid_size(tuple(self.patch_embed.grid_size))
 
     # ----------------------------------------------------------------------------------------------- forward
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 4:
-            raise ValueError(f'expected images (B, C, H, W), got a tensor of shape {tuple(x.shape)}')
+        if x.ndim != 4 or x.shape[1] != self.patch_embed.proj.in_channels:
+            raise ValueError(f'expected images (B, {self.patch_embed.proj.in_channels}, H, W), got a tensor of shape '
+                             f'{tuple(x.shape)}; pass in_chans=... when building the model for other channel counts')
+        if not x.is_floating_point():
+            raise ValueError(f'expected floating-point images, got {x.dtype}; convert with x.float() (and normalise)')
         H, W = x.shape[-2:]
         ph, pw = self.patch_embed.patch_size
         if not self.dynamic_img_size:
@@ -451,7 +479,10 @@ PE_OF_MODEL: Dict[str, str] = {}  # model name -> registered encoding name (for 
 def _make_entrypoint(name: str, pe: str, pe_kwargs: Dict, size_args: Dict) -> Callable:
     def entrypoint(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
         model_args = dict(patch_size=16, mlp_ratio=4, qkv_bias=True, pe=pe, **size_args)
-        kwargs['pe_kwargs'] = dict(pe_kwargs, **(kwargs.get('pe_kwargs') or {}))
+        user_pe_kwargs = kwargs.get('pe_kwargs') or {}
+        if not isinstance(user_pe_kwargs, dict):
+            raise ValueError(f'pe_kwargs must be a dict of options, got {type(user_pe_kwargs).__name__}')
+        kwargs['pe_kwargs'] = dict(pe_kwargs, **user_pe_kwargs)
         return _create_pe_vit(name, pretrained=pretrained, **dict(model_args, **kwargs))
     entrypoint.__name__ = entrypoint.__qualname__ = name
     entrypoint.__module__ = __name__
