@@ -266,3 +266,153 @@ def test_demo_reduced(tmp_path):
     assert (df['n'] == 100).all()
     assert 'How small this run was' in open(result['report']).read() and os.path.isfile(result['plot'])
     demo(['--output', str(tmp_path / 'demo')], pes=('ape',), sizes=(32,), epochs=1)  # re-running replaces the output
+
+
+# ---- regressions from the QA pass ------------------------------------------------------------------------------------
+
+TINY_RUN = ['--model', APE, '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1', 'num_heads=2',
+            '--img-size', '32', '--batch-size', '8', '--workers', '0', '--no-progress', '--threads', '1',
+            '--crop-pct', '1', '--warmup-epochs', '0', '--color-jitter', '0']
+
+
+def test_resume_from_older_best_is_refused_and_output_defaults(data, tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / 'r')
+    train([*TINY_RUN, '--data-dir', data, '--output', out, '--epochs', '2'])
+    best, last = os.path.join(out, 'checkpoint-best.pth'), os.path.join(out, 'checkpoint-last.pth')
+    ck = torch.load(last, weights_only=True)
+    ck['epoch'] = 1
+    ck['history'] = ck['history'][:1]
+    torch.save(ck, best)  # best older than last
+    before_csv, before_last = open(os.path.join(out, 'metrics.csv')).read(), open(last, 'rb').read()
+    err = _err(capsys, ['train', '--resume', best, '--output', out, '--epochs', '3'])
+    assert 'epoch 1' in err and '--overwrite' in err
+    err = _err(capsys, ['train', '--resume', best, '--epochs', '3'])  # output defaults to the checkpoint's folder
+    assert 'epoch 1' in err and 'is required' not in err
+    assert open(os.path.join(out, 'metrics.csv')).read() == before_csv and open(last, 'rb').read() == before_last
+    # --resume PATH without --output trains in the checkpoint's folder
+    result = train(['--resume', last, '--epochs', '3', '--workers', '0', '--no-progress', '--threads', '1'])
+    assert result['output'] == os.path.abspath(out) and [r['epoch'] for r in result['history']] == [1, 2, 3]
+    mode = os.stat(last).st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask and os.stat(best).st_mode & 0o777 == 0o666 & ~umask
+
+
+class _NotATensor:
+    """A pickled object weights_only loading refuses."""
+
+
+def test_bad_checkpoint_files(run, data, tmp_path, capsys):
+    empty, text = tmp_path / 'e.pth', tmp_path / 't.pth'
+    empty.write_bytes(b'')
+    text.write_text('hello')
+    unsafe = tmp_path / 'u.pth'
+    torch.save({'model': _NotATensor()}, unsafe)
+    for path in (empty, text):
+        for argv in (['train', *TINY_RUN, '--data-dir', data, '--output', str(tmp_path / 'o'),
+                      '--initial-checkpoint', str(path)],
+                     ['train', '--resume', str(path), '--output', str(tmp_path / 'o')],
+                     ['eval-resolution', '--checkpoint', str(path), '--data-dir', data, '--sizes', '32',
+                      '--output', str(tmp_path / 'ev')]):
+            err = _err(capsys, argv)
+            assert 'is not a torch checkpoint (empty, truncated or another format)' in err, err
+    err = _err(capsys, ['eval-resolution', '--checkpoint', str(unsafe), '--data-dir', data, '--sizes', '32',
+                        '--output', str(tmp_path / 'ev')])
+    assert 'refused for safety' in err and 'weights_only=False' not in err
+    # a mismatching checkpoint is named
+    ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
+    err = _err(capsys, ['eval-resolution', '--model', 'pe_vit_tiny_patch16_rope_mixed_224', '--checkpoint', ckpt,
+                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4')])
+    assert ckpt in err and 'unexpected keys' in err
+
+
+def test_user_errors_are_one_line(run, data, tmp_path, capsys):
+    base = ['train', *TINY_RUN, '--data-dir', data]
+    out = str(tmp_path / 'o')
+    cases = [
+        (['--epochs', '0'], '--epochs'), (['--epochs', '-1'], '--epochs'), (['--smoothing', '1'], '--smoothing'),
+        (['--smoothing', '-0.1'], '--smoothing'), (['--aa', 'bogus'], '--aa'),
+        (['--interpolation', 'bogus'], '--interpolation'), (['--device', 'bogus'], '--device'),
+        (['--hflip', '1.5'], '--hflip'), (['--crop-pct', '0'], '--crop-pct'), (['--crop-pct', '1.5'], '--crop-pct'),
+        (['--batch-size', '0'], '--batch-size'), (['--max-train-per-class', '0'], '--max-train-per-class'),
+        (['--model-kwargs', 'x=[1,'], 'x=[1,'), (['--model-kwargs', 'embed_dim=abc'], 'embed_dim'),
+        (['--split-nonsense'] if False else ['--train-split', '../x'], 'not a sub-folder'),
+        (['--val-split', str(tmp_path)], 'not a sub-folder'),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((['--device', 'cuda'], 'CUDA is not available'))
+    for extra, needle in cases:
+        err = _err(capsys, [*base, '--output', out, *extra])
+        assert needle in err, (extra, err)
+        assert not os.path.exists(out), extra
+    for text, needle in (('epochs: [1,\n', 'not valid YAML'), ('epochs: 1.5\n', 'epochs'), ('lr: "1e-3"\n', 'lr'),
+                         ('hflip: true\n', 'hflip'), ('scale: 0.5\n', 'scale')):
+        cfg = tmp_path / 'c.yaml'
+        cfg.write_text(text)
+        err = _err(capsys, [*base, '--output', out, '--config', str(cfg)])
+        assert needle in err and 'must be' in err or 'not valid YAML' in err, (text, err)
+        assert not os.path.exists(out), text
+    err = _err(capsys, ['eval-resolution', '--run', run['output'], '--data-dir', data, '--split', '../x',
+                        '--sizes', '32', '--output', str(tmp_path / 'ev')])
+    assert 'not a sub-folder' in err
+    err = _err(capsys, ['eval-resolution', '--run', run['output'], '--data-dir', data, '--sizes', '36',
+                        '--output', str(tmp_path / 'ev')])
+    assert 'dynamic_img_size=true dynamic_img_pad=true' in err
+
+
+def test_resume_with_another_model_is_refused(run, data, tmp_path, capsys):
+    out = str(tmp_path / 'r')
+    shutil.copytree(run['output'], out)
+    last = os.path.join(out, 'checkpoint-last.pth')
+    before = open(last, 'rb').read()
+    for extra in (['--model', 'pe_vit_tiny_patch16_rope_mixed_224'], ['--model-kwargs', 'patch_size=8',
+                                                                        'embed_dim=48', 'depth=1', 'num_heads=2'],
+                  ['--img-size', '48']):
+        err = _err(capsys, ['train', '--output', out, '--resume', '--epochs', '3', *extra])
+        assert '--initial-checkpoint' in err, (extra, err)
+    assert open(last, 'rb').read() == before
+
+
+def test_symlinks_out_of_the_data_root_are_skipped(data, tmp_path, caplog):
+    from zoo.datasets import SafeImageFolder
+    root = tmp_path / 'd'
+    shutil.copytree(data, root)
+    secret = tmp_path / 'secret'
+    (secret / 'cls').mkdir(parents=True)
+    shutil.copy(os.path.join(data, 'train', 'red', '0.png'), secret / 'cls' / 'x.png')
+    os.symlink(secret / 'cls', root / 'train' / 'zzz')  # a class folder out of the root
+    os.symlink(secret / 'cls' / 'x.png', root / 'train' / 'red' / 'link.png')  # a file out of the root
+    ds = SafeImageFolder(str(root / 'train'), data_root=str(root))
+    assert ds.classes == list(CLASSES) and len(ds.outside) == 2
+    assert not any('secret' in os.path.realpath(p) for p, _ in ds.samples)
+
+
+def test_run_crashed_before_first_checkpoint_can_restart(data, tmp_path, monkeypatch):
+    out = str(tmp_path / 'c')
+    argv = [*TINY_RUN, '--data-dir', data, '--output', out, '--epochs', '1']
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt('killed in epoch 1')
+
+    monkeypatch.setattr(loop, 'train_one_epoch', crash)
+    with pytest.raises(KeyboardInterrupt):
+        train(argv)
+    monkeypatch.undo()
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, 'args.yaml'), 'w') as f:  # what older versions left behind
+        f.write('epochs: 1\n')
+    assert train(argv)['epochs'] == 1  # the same command runs again
+    shutil.rmtree(out)
+    os.makedirs(out)
+    open(os.path.join(out, 'args.yaml'), 'w').write('epochs: 1\n')
+    assert train([*argv, '--resume'])['epochs'] == 1  # --resume starts it from scratch
+    assert os.path.isfile(os.path.join(out, 'checkpoint-last.pth'))
+
+
+def test_unreadable_training_images_are_named(data, tmp_path, caplog):
+    root = tmp_path / 'd'
+    shutil.copytree(data, root)
+    (root / 'train' / 'red' / 'broken.jpg').write_bytes(b'garbage')
+    with caplog.at_level('WARNING', logger='zoo'):
+        train([*TINY_RUN, '--data-dir', str(root), '--output', str(tmp_path / 'o'), '--epochs', '1'])
+    assert 'broken.jpg' in caplog.text

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from timm.data import create_transform, resolve_data_config
 
 from zoo.datasets import collate_skip_bad, open_image_folder
-from zoo.train.args import parse_model_kwargs
+from zoo.train.args import check_device, parse_model_kwargs
 from zoo.train.build import create_zoo_model, load_weights, patch_size_of
 from zoo.train.checkpoint import checkpoint_meta, load_checkpoint
 from .accuracy import evaluate
@@ -149,6 +149,15 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                          'choose another --output')
     if any(s <= 0 for s in args.sizes):
         raise ValueError(f'--sizes must be positive, got {args.sizes}')
+    if args.crop_pct is not None and not 0 < args.crop_pct <= 1:
+        raise ValueError(f'--crop-pct {args.crop_pct!r}: must be in (0, 1]')
+    if args.batch_size < 1:
+        raise ValueError(f'--batch-size {args.batch_size}: must be at least 1')
+    if args.max_per_class is not None and args.max_per_class < 1:
+        raise ValueError(f'--max-per-class {args.max_per_class}: must be at least 1')
+    if args.workers < 0:
+        raise ValueError(f'--workers {args.workers}: must be 0 or more')
+    check_device(args.device)
     sizes = sorted(dict.fromkeys(args.sizes))
     device = torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
     cli_kwargs = parse_model_kwargs(args.model_kwargs)
@@ -172,7 +181,8 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         if bad_sizes and not getattr(model.patch_embed, 'dynamic_img_pad', False):
             ok = sorted({max(patch, round(s / patch) * patch) for s in bad_sizes})
             raise ValueError(f'--sizes {bad_sizes} are not divisible by the patch size {patch} px of {name}; use '
-                             f'multiples of {patch} (e.g. {ok}) or --model-kwargs dynamic_img_pad=true')
+                             f'multiples of {patch} (e.g. {ok}) or --model-kwargs dynamic_img_size=true '
+                             'dynamic_img_pad=true')
         train_size = int(meta.get('img_size') or model.patch_embed.img_size[0])
         pretrained_cfg = getattr(model, 'pretrained_cfg', {}) or {}
         data_cfg = dict(meta.get('data_config') or resolve_data_config({}, model=model))

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-__all__ = ['build_train_parser', 'parse_train_args', 'parse_model_kwargs', 'load_yaml_config']
+__all__ = ['build_train_parser', 'parse_train_args', 'parse_model_kwargs', 'load_yaml_config', 'check_device']
 
 
 def parse_model_kwargs(items: Optional[Sequence[str] | Dict[str, Any]]) -> Dict[str, Any]:
@@ -33,7 +33,12 @@ def parse_model_kwargs(items: Optional[Sequence[str] | Dict[str, Any]]) -> Dict[
             if not sep or not key.strip():
                 raise ValueError(f'--model-kwargs expects key=value items, got {item!r} (e.g. patch_size=4 '
                                  'pe_kwargs.theta=10)')
-            parsed.append((key.strip(), yaml.safe_load(value) if value.strip() else None))
+            try:
+                parsed.append((key.strip(), yaml.safe_load(value) if value.strip() else None))
+            except yaml.YAMLError as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ValueError(f'--model-kwargs {item!r}: the value is not valid YAML ({first}); quote lists and '
+                                 'nested values, e.g. pe_kwargs.after_blocks=[0,1]') from None
         pairs = parsed
     out: Dict[str, Any] = {}
     for key, value in pairs:
@@ -129,8 +134,14 @@ def load_yaml_config(path: str, parser: argparse.ArgumentParser) -> Dict[str, An
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f'config file {path!r} does not exist')
-    with open(path) as f:
-        cfg = yaml.safe_load(f) or {}
+    try:
+        with open(path) as f:
+            cfg = yaml.safe_load(f) or {}
+    except yaml.YAMLError as e:
+        detail = ' '.join(str(e).split())
+        raise ValueError(f'config {path!r} is not valid YAML: {detail}') from None
+    except UnicodeDecodeError:
+        raise ValueError(f'config {path!r} is not a text (YAML) file') from None
     if not isinstance(cfg, dict):
         raise ValueError(f'config {path!r} must be a mapping of option: value')
     cfg = {k.replace('-', '_'): v for k, v in cfg.items()}
@@ -138,7 +149,133 @@ def load_yaml_config(path: str, parser: argparse.ArgumentParser) -> Dict[str, An
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ValueError(f'config {path!r} has unknown options {unknown}; see `zoo train --help`')
+    actions = {a.dest: a for a in parser._actions}
+    for key, value in cfg.items():
+        cfg[key] = _check_config_value(path, actions[key], value)
     return cfg
+
+
+def _type_name(kind: Any) -> str:
+    return {int: 'an integer', float: 'a number', str: 'a string'}.get(kind, getattr(kind, '__name__', str(kind)))
+
+
+def _check_config_value(path: str, action: argparse.Action, value: Any) -> Any:
+    """Check a YAML value against the option's argparse type / nargs; returns it converted (int -> float, ...)."""
+    key = action.dest
+    where = f'config {path!r}: {key}: {value!r}'
+    if key == 'model_kwargs':
+        if value is None or isinstance(value, dict) or (isinstance(value, list) and
+                                                        all(isinstance(v, str) for v in value)):
+            return value
+        raise ValueError(f'{where} must be a mapping of constructor options (e.g. {{patch_size: 8}})')
+    if value is None:
+        return value
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        if not isinstance(value, bool):
+            raise ValueError(f'{where} must be true or false')
+        return value
+    kind = action.type or str
+
+    def one(v: Any) -> Any:
+        if kind is int:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f'{where} must be {_type_name(int)}')
+            return v
+        if kind is float:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f'{where} must be {_type_name(float)}')
+            return float(v)
+        if kind is str:
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise ValueError(f'{where} must be {_type_name(str)}')
+            return str(v)
+        return v
+
+    if action.nargs in (None, '?'):
+        return one(value)
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f'{where} must be a list of {action.nargs if isinstance(action.nargs, int) else "some"} '
+                         f'values')
+    if isinstance(action.nargs, int) and len(value) != action.nargs:
+        raise ValueError(f'{where} must be a list of {action.nargs} values')
+    return [one(v) for v in value]
+
+
+_INTERPOLATIONS = ('bilinear', 'bicubic', 'nearest', 'box', 'hamming', 'lanczos')
+
+
+def check_device(device: Optional[str], flag: str = '--device') -> None:
+    """Raise ``ValueError`` for a device string torch does not parse, or a CUDA / MPS device that is not there."""
+    if device is None:
+        return
+    import torch
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f'{flag} {device!r} is not a torch device (e.g. cpu, cuda, cuda:1)') from None
+    if dev.type == 'cuda':
+        if not torch.cuda.is_available():
+            raise ValueError(f'{flag} {device!r}: CUDA is not available on this machine; use --device cpu')
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f'{flag} {device!r}: only {torch.cuda.device_count()} CUDA device(s) here')
+    elif dev.type == 'mps':
+        if not (getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()):
+            raise ValueError(f'{flag} {device!r}: MPS is not available on this machine; use --device cpu')
+    elif dev.type != 'cpu':
+        raise ValueError(f'{flag} {device!r}: only cpu, cuda and mps devices are supported')
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Ranges and choices of the options; ``ValueError`` naming the flag."""
+    def bad(flag: str, value: Any, need: str) -> None:
+        raise ValueError(f'{flag} {value!r}: must be {need}')
+
+    for flag, name in (('--epochs', 'epochs'), ('--batch-size', 'batch_size')):
+        if getattr(args, name) < 1:
+            bad(flag, getattr(args, name), 'at least 1')
+    for flag, name in (('--max-train-per-class', 'max_train_per_class'), ('--img-size', 'img_size'),
+                       ('--threads', 'threads')):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            bad(flag, getattr(args, name), 'at least 1')
+    if args.workers < 0:
+        bad('--workers', args.workers, '0 or more')
+    if not 0 <= args.smoothing < 1:
+        bad('--smoothing', args.smoothing, 'in [0, 1)')
+    if not 0 <= args.drop_path < 1:
+        bad('--drop-path', args.drop_path, 'in [0, 1)')
+    for flag, name in (('--hflip', 'hflip'), ('--reprob', 'reprob'), ('--mixup-prob', 'mixup_prob'),
+                       ('--model-ema-decay', 'model_ema_decay')):
+        if not 0 <= getattr(args, name) <= 1:
+            bad(flag, getattr(args, name), 'in [0, 1]')
+    if args.crop_pct is not None and not 0 < args.crop_pct <= 1:
+        bad('--crop-pct', args.crop_pct, 'in (0, 1]')
+    for flag, name in (('--lr', 'lr'),):
+        if not getattr(args, name) > 0:
+            bad(flag, getattr(args, name), 'positive')
+    for flag, name in (('--weight-decay', 'weight_decay'), ('--warmup-epochs', 'warmup_epochs'),
+                       ('--warmup-lr', 'warmup_lr'), ('--min-lr', 'min_lr'), ('--mixup', 'mixup'),
+                       ('--cutmix', 'cutmix'), ('--color-jitter', 'color_jitter')):
+        if getattr(args, name) < 0:
+            bad(flag, getattr(args, name), '0 or more')
+    if args.clip_grad is not None and not args.clip_grad > 0:
+        bad('--clip-grad', args.clip_grad, 'positive')
+    if args.scale is not None and not (0 < args.scale[0] <= args.scale[1] <= 1):
+        bad('--scale', list(args.scale), 'MIN MAX with 0 < MIN <= MAX <= 1')
+    if args.ratio is not None and not (0 < args.ratio[0] <= args.ratio[1]):
+        bad('--ratio', list(args.ratio), 'MIN MAX with 0 < MIN <= MAX')
+    if args.std is not None and any(v <= 0 for v in args.std):
+        bad('--std', list(args.std), 'positive')
+    if args.interpolation is not None and args.interpolation not in _INTERPOLATIONS:
+        bad('--interpolation', args.interpolation, f'one of {", ".join(_INTERPOLATIONS)}')
+    if args.aa:
+        from timm.data import create_transform
+        try:
+            create_transform(32, is_training=True, auto_augment=args.aa)
+        except Exception as e:  # timm asserts / raises on unknown policies and malformed parameters
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f'--aa {args.aa!r} is not a timm auto-augment policy ({detail}); e.g. '
+                             'rand-m9-mstd0.5-inc1, augmix-m5-w4-d2, original, v0') from None
+    check_device(args.device)
 
 
 # Recorded options that describe the session rather than the run; a resumed run takes them from the new command.
@@ -146,17 +283,19 @@ _SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite', 'workers', 'devic
 
 
 def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[str, Any]] = None,
-                     check_required: bool = True) -> argparse.Namespace:
+                     check_required: bool = True, default_output: Optional[str] = None) -> argparse.Namespace:
     """Parse ``zoo train`` options with the documented precedence.
 
     Args:
         argv: command-line arguments (without the program / subcommand name).
         recorded: the options of the run being resumed, if any.
-        check_required: raise when a required option is missing (off for the first pass that finds the run dir).
+        check_required: raise when a required option is missing and validate values (off for the first pass that
+            finds the run dir).
+        default_output: ``--output`` when given nowhere (``--resume PATH``: the checkpoint's folder).
 
     Raises:
-        ValueError / FileNotFoundError: bad config file, or a required option (``--model``, ``--data-dir``,
-            ``--output``) given nowhere.
+        ValueError / FileNotFoundError: bad config file, an option value out of range / of the wrong type, or a
+            required option (``--model``, ``--data-dir``, ``--output``) given nowhere.
     """
     parser = build_train_parser()
     args = parser.parse_args(argv)
@@ -169,6 +308,8 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     if layers:
         parser.set_defaults(**layers)
         args = parser.parse_args(argv)
+    if not args.output and default_output:
+        args.output = default_output
     for name in ('model', 'data_dir', 'output') if check_required else ():
         if not getattr(args, name):
             raise ValueError(f'--{name.replace("_", "-")} is required (on the command line or in --config)')
@@ -176,4 +317,6 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     for name in ('scale', 'ratio', 'mean', 'std'):
         if getattr(args, name) is not None:
             setattr(args, name, tuple(getattr(args, name)))
+    if check_required:
+        _validate(args)
     return args

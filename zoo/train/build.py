@@ -44,16 +44,46 @@ def create_zoo_model(name: str, model_kwargs: Optional[Dict[str, Any]] = None, i
     if num_classes is not None:
         kwargs['num_classes'] = num_classes
     kwargs.update(extra)
+    _check_kwarg_types(kwargs)
     try:
         return timm.create_model(name, pretrained=pretrained, **kwargs)
-    except TypeError as e:  # an override the constructor does not take
-        raise ValueError(f'model {name!r} rejects the given options: {e}') from None
+    except TypeError as e:  # an override the constructor does not take, or a value of the wrong type
+        raise ValueError(f'model {name!r} rejects the given options {_fmt_kwargs(model_kwargs)}: {e}') from None
     except (RuntimeError, OSError) as e:
         if not pretrained:
             raise
         # no weights registered for the name, or no network / cache: a user-facing problem, not a crash
         raise ValueError(f'cannot load pretrained weights for {name!r}: {type(e).__name__}: '
                          f'{str(e).splitlines()[0] if str(e) else ""}') from None
+
+
+# Constructor options with a known type: a wrong value is reported by name instead of failing deep in the model.
+_INT_KWARGS = ('embed_dim', 'depth', 'num_heads', 'num_classes', 'reg_tokens', 'in_chans')
+_SIZE_KWARGS = ('img_size', 'patch_size')
+_FLOAT_KWARGS = ('mlp_ratio', 'drop_rate', 'pos_drop_rate', 'patch_drop_rate', 'proj_drop_rate', 'attn_drop_rate',
+                 'drop_path_rate', 'init_values')
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _fmt_kwargs(kwargs: Optional[Dict[str, Any]]) -> str:
+    return ' '.join(f'{k}={v!r}' for k, v in (kwargs or {}).items()) or '(none)'
+
+
+def _check_kwarg_types(kwargs: Dict[str, Any]) -> None:
+    """``ValueError`` naming the option for an integer / size / number option given another type."""
+    for key, value in kwargs.items():
+        if value is None:
+            continue
+        if key in _INT_KWARGS and not _is_int(value):
+            raise ValueError(f'--model-kwargs {key}={value!r}: must be an integer')
+        if key in _SIZE_KWARGS and not (_is_int(value) or (isinstance(value, (list, tuple)) and len(value) == 2
+                                                           and all(_is_int(v) for v in value))):
+            raise ValueError(f'--model-kwargs {key}={value!r}: must be an integer or a pair of integers')
+        if key in _FLOAT_KWARGS and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f'--model-kwargs {key}={value!r}: must be a number')
 
 
 def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True) -> None:
@@ -64,21 +94,29 @@ def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True)
 
     Raises:
         FileNotFoundError: no such file.
-        zoo.models.CheckpointMismatchError: keys or shapes that do not fit, all listed.
+        ValueError: not a readable torch checkpoint, or one refused by ``weights_only`` loading.
+        zoo.models.CheckpointMismatchError: keys or shapes that do not fit, all listed (the message names ``path``).
     """
-    state = checkpoint_filter_fn(load_checkpoint(path), model)
+    from zoo.models import CheckpointMismatchError
+    try:
+        state = checkpoint_filter_fn(load_checkpoint(path), model)
+    except CheckpointMismatchError as e:
+        raise CheckpointMismatchError(f'{path!r}: {e}') from None
     own = model.state_dict()
     for key in ('head.weight', 'head.bias'):
         if key in state and key in own and state[key].shape != own[key].shape:
             if not allow_new_classifier:
-                from zoo.models import CheckpointMismatchError
                 raise CheckpointMismatchError(
                     f'checkpoint {path!r} has a classifier {key} of shape {tuple(state[key].shape)}, the model '
                     f'{tuple(own[key].shape)}: the checkpoint was trained on another number of classes')
             _logger.info('classifier %s re-initialised: checkpoint %s vs model %s', key, tuple(state[key].shape),
                          tuple(own[key].shape))
             state[key] = own[key]
-    model.load_state_dict(state, strict=True)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointMismatchError(f'{path!r} does not load into {type(model).__name__}: '
+                                      f'{str(e).strip().splitlines()[0]}') from None
 
 
 def patch_size_of(model: nn.Module) -> int:

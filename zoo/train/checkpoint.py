@@ -14,6 +14,7 @@ A checkpoint is a plain dict of tensors and Python primitives, so ``torch.load(p
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 from typing import Any, Dict
@@ -21,6 +22,13 @@ from typing import Any, Dict
 import torch
 
 __all__ = ['save_atomic', 'copy_atomic', 'load_checkpoint', 'checkpoint_meta']
+
+
+def _output_mode() -> int:
+    """``0o666`` less the process umask: the mode ``open()`` gives other output files (mkstemp uses ``0o600``)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def save_atomic(obj: Dict[str, Any], path: str) -> None:
@@ -35,6 +43,7 @@ def save_atomic(obj: Dict[str, Any], path: str) -> None:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _output_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -49,6 +58,7 @@ def copy_atomic(src: str, dst: str) -> None:
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
+        os.chmod(tmp, _output_mode())
         os.replace(tmp, dst)
     except BaseException:
         if os.path.exists(tmp):
@@ -61,14 +71,26 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not a readable torch checkpoint.
+        ValueError: the file is not a torch checkpoint (empty, truncated, another format), or it holds objects
+            other than tensors and plain containers (refused for safety: it could run code when loaded).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    not_torch = f'{path!r} is not a torch checkpoint (empty, truncated or another format)'
+    if os.path.getsize(path) == 0:
+        raise ValueError(not_torch)
     try:
         return torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as e:  # unpickling errors come in many types; report them as one user error
-        raise ValueError(f'cannot read checkpoint {path!r}: {type(e).__name__}: {str(e).splitlines()[0]}') from None
+    except (PermissionError, IsADirectoryError):
+        raise
+    except pickle.UnpicklingError as e:
+        if 'weights only' in str(e).lower() or 'weights_only' in str(e).lower():
+            raise ValueError(f'{path!r} is refused for safety: it holds Python objects other than tensors and plain '
+                             'containers (only those are loaded, since unpickling anything else can run code); '
+                             're-save it as a plain state dict of tensors') from None
+        raise ValueError(not_torch) from None
+    except Exception:  # EOFError, KeyError, RuntimeError (zip reader), ...: all mean "not a readable checkpoint"
+        raise ValueError(not_torch) from None
 
 
 def checkpoint_meta(ckpt: Dict[str, Any]) -> Dict[str, Any]:

@@ -56,12 +56,30 @@ def seed_epoch(seed: int, epoch: int, rank: int = 0) -> None:
     torch.manual_seed(s)
 
 
+# Files a run writes before its first checkpoint (older versions wrote args.yaml at start): a dir holding only these
+# is a run that crashed before saving anything, which the same command may start again.
+_PRE_CHECKPOINT_FILES = ('args.yaml', 'args.yaml.tmp', 'metrics.csv.tmp')
+
+
+def _has_checkpoint(out: str) -> bool:
+    return any(os.path.isfile(os.path.join(out, n)) for n in ('checkpoint-last.pth', 'checkpoint-best.pth'))
+
+
+def _only_pre_checkpoint_files(out: str) -> bool:
+    return all(n in _PRE_CHECKPOINT_FILES or n.startswith('.tmp-') for n in os.listdir(out))
+
+
 def _prepare_output(args, resuming: bool) -> None:
-    """Refuse an existing, non-empty output dir unless resuming or ``--overwrite`` (checked on every rank)."""
+    """Refuse an existing, non-empty output dir unless resuming or ``--overwrite`` (checked on every rank).
+
+    A dir holding only what a run writes before its first checkpoint (``args.yaml``) counts as empty.
+    """
     out = args.output
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f'--output {out!r} is a file, not a directory')
     if resuming or not os.path.isdir(out) or not os.listdir(out):
+        return
+    if not _has_checkpoint(out) and _only_pre_checkpoint_files(out):
         return
     if not args.overwrite:
         raise ValueError(f'output dir {out!r} already exists; pass --resume to continue that run, --overwrite to '
@@ -103,12 +121,14 @@ def train_one_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim
                     device: torch.device, epoch: int, num_updates: int, mixup: Optional[Mixup] = None,
                     scaler=None, ema: Optional[ModelEmaV3] = None, amp: bool = False,
                     clip_grad: Optional[float] = None, progress: bool = True) -> Dict[str, Any]:
-    """One pass over ``loader``. Returns ``loss`` (mean per image), ``num_updates`` (total so far), ``unreadable``."""
+    """One pass over ``loader``. Returns ``loss`` (mean per image), ``num_updates`` (total so far), ``unreadable``
+    (count) and ``bad`` (the unreadable :class:`zoo.datasets.BadSample` s)."""
     model.train()
-    loss_sum, seen, unreadable = 0., 0, 0
+    loss_sum, seen, unreadable, bad_samples = 0., 0, 0, []
     bar = tqdm(loader, desc=f'epoch {epoch + 1}', leave=False, dynamic_ncols=True, disable=not progress)
     for images, targets, bad in bar:
         unreadable += len(bad)
+        bad_samples.extend(bad)
         if mixup is not None and targets.numel() % 2:
             images, targets = images[:-1], targets[:-1]  # mixup pairs samples: keep the batch even
         if targets.numel() == 0:
@@ -140,7 +160,7 @@ def train_one_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim
         loss_sum += loss.item() * targets.shape[0]
         seen += targets.shape[0]
         bar.set_postfix(loss=f'{loss_sum / seen:.3f}', lr=f'{optimizer.param_groups[0]["lr"]:.2e}')
-    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable)
+    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable, bad=bad_samples)
 
 
 def _parse(argv: Optional[List[str]]):
@@ -153,18 +173,61 @@ def _parse(argv: Optional[List[str]]):
             raise ValueError('--resume without a path needs --output (the run dir holding checkpoint-last.pth)')
         path = os.path.join(first.output, 'checkpoint-last.pth')
         if not os.path.isfile(path):
+            if os.path.isdir(first.output) and not _has_checkpoint(first.output):
+                # a run that stopped before its first checkpoint: start it from scratch
+                args = parse_train_args(argv)
+                _logger.info('%s holds no checkpoint yet: starting the run from scratch', first.output)
+                return args, None
             raise FileNotFoundError(f'nothing to resume: {path!r} does not exist')
     else:
         path = first.resume
     ckpt = load_checkpoint(path)
     recorded = checkpoint_meta(ckpt).get('args')
-    if not recorded or 'optimizer' not in ckpt:
+    if not isinstance(recorded, dict) or not recorded or 'optimizer' not in ckpt:
         raise ValueError(f'{path!r} is not a zoo training checkpoint (no recorded options or optimizer state); use '
                          '--initial-checkpoint to start a new run from its weights')
-    args = parse_train_args(argv, recorded=recorded)
-    if not first.output:
-        args.output = os.path.dirname(os.path.abspath(path))
+    args = parse_train_args(argv, recorded=recorded, default_output=os.path.dirname(os.path.abspath(path)))
+    _check_same_model(args, recorded, checkpoint_meta(ckpt), path)
+    _check_not_older(args, ckpt, path)
     return args, ckpt
+
+
+def _check_same_model(args, recorded: Dict[str, Any], meta: Dict[str, Any], path: str) -> None:
+    """``--resume`` continues the recorded model: a changed ``--model`` / ``--model-kwargs`` / ``--img-size`` is
+    refused (fine-tuning into another model is ``--initial-checkpoint``)."""
+    from .args import parse_model_kwargs
+    changes = []
+    if args.model != recorded.get('model'):
+        changes.append(f'--model {args.model} (recorded {recorded.get("model")})')
+    old_kwargs = parse_model_kwargs(recorded.get('model_kwargs'))
+    if _plain(args.model_kwargs) != _plain(old_kwargs):
+        changes.append(f'--model-kwargs {args.model_kwargs} (recorded {old_kwargs})')
+    old_size = meta.get('img_size') if meta.get('img_size') is not None else recorded.get('img_size')
+    if args.img_size is not None and old_size is not None and int(args.img_size) != int(old_size):
+        changes.append(f'--img-size {args.img_size} (recorded {old_size})')
+    if changes:
+        raise ValueError(f'--resume {path!r} continues the recorded model, but {"; ".join(changes)}; to fine-tune '
+                         'its weights into another model or size, start a new run with --initial-checkpoint '
+                         f'{path} and a new --output')
+
+
+def _check_not_older(args, ckpt: Dict[str, Any], path: str) -> None:
+    """Refuse to resume from a checkpoint older than ``OUTPUT/checkpoint-last.pth`` (it would drop the later epochs
+    from metrics.csv and overwrite checkpoint-last) unless ``--overwrite``."""
+    last = os.path.join(args.output, 'checkpoint-last.pth')
+    if args.overwrite or not os.path.isfile(last) or os.path.realpath(last) == os.path.realpath(path):
+        return
+    try:
+        last_epoch = int(load_checkpoint(last).get('epoch', 0))
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError(f'{last!r} is not a readable zoo checkpoint; resuming from {path!r} into {args.output!r} '
+                         'would overwrite it: pass --overwrite to do so, or choose another --output') from None
+    epoch = int(ckpt.get('epoch', 0))
+    if epoch < last_epoch:
+        raise ValueError(f'{path!r} is after epoch {epoch} but {last!r} is after epoch {last_epoch}: resuming from '
+                         f'it would drop epochs {epoch + 1}-{last_epoch} from metrics.csv and overwrite '
+                         'checkpoint-last.pth; pass --overwrite to do that, resume from checkpoint-last.pth, or '
+                         'choose another --output')
 
 
 def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -182,6 +245,8 @@ def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         torch.set_num_threads(args.threads)
     world, rank, local_rank = _dist_info()
     _prepare_output(args, resuming=ckpt is not None)
+    if args.max_train_per_class is not None and args.max_train_per_class < 1:
+        raise ValueError(f'--max-train-per-class {args.max_train_per_class}: must be at least 1')
     train_dir = find_split(args.data_dir, [args.train_split], 'training')
     val_dir = find_split(args.data_dir, [args.val_split] if args.val_split else ['val', 'test'], 'validation')
 
@@ -204,8 +269,8 @@ def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
 def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world: int, rank: int) -> Dict[str, Any]:
     distributed, is_main = world > 1, rank == 0
     seed_epoch(args.seed, -1, rank)  # model init
-    train_ds = SafeImageFolder(train_dir, max_per_class=args.max_train_per_class)
-    val_ds = SafeImageFolder(val_dir)
+    train_ds = SafeImageFolder(train_dir, max_per_class=args.max_train_per_class, data_root=args.data_dir)
+    val_ds = SafeImageFolder(val_dir, data_root=args.data_dir)
     if train_ds.classes != val_ds.classes:
         raise ValueError(f'class folders differ between {train_dir!r} ({len(train_ds.classes)}) and {val_dir!r} '
                          f'({len(val_ds.classes)}): {sorted(set(train_ds.classes) ^ set(val_ds.classes))[:10]}')
@@ -265,7 +330,12 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
 
     start_epoch, history, best_top1, best_epoch = 0, [], -1., -1
     if ckpt is not None:
-        model.load_state_dict(ckpt['model'], strict=True)
+        try:
+            model.load_state_dict(ckpt['model'], strict=True)
+        except RuntimeError as e:
+            from zoo.models import CheckpointMismatchError
+            raise CheckpointMismatchError(f'--resume checkpoint does not load into {args.model}: '
+                                          f'{str(e).strip().splitlines()[0]}') from None
         optimizer.load_state_dict(ckpt['optimizer'])
         if int(checkpoint_meta(ckpt)['args']['epochs']) == args.epochs:
             scheduler.load_state_dict(ckpt['scheduler'])
@@ -287,11 +357,9 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
     if is_main:
         os.makedirs(args.output, exist_ok=True)
         if args.overwrite and ckpt is None:
-            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv'):
+            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'args.yaml'):
                 if os.path.exists(os.path.join(args.output, name)):
                     os.remove(os.path.join(args.output, name))
-        with open(os.path.join(args.output, 'args.yaml'), 'w') as f:
-            yaml.safe_dump(meta['args'], f, sort_keys=True)
         n_params = sum(p.numel() for p in model.parameters())
         _logger.info('%s (%.2fM params, pe %s) at %d px | %d train / %d val images, %d classes | %d process(es) on '
                      '%s | output %s', args.model, n_params / 1e6, getattr(model, 'pe_name', '?'), img_size,
@@ -336,13 +404,15 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
             best_top1, best_epoch = val.top1, epoch + 1
         if is_main:
             _save_epoch(args.output, model, optimizer, scheduler, scaler, ema, epoch + 1, history, best_top1,
-                        best_epoch, meta)
+                        best_epoch, meta, write_args=epoch == start_epoch)
             bad = f' | unreadable train {row["train_unreadable"]} val {row["val_unreadable"]}' \
                 if row['train_unreadable'] or row['val_unreadable'] else ''
             ema_txt = f' | ema top1 {row["ema_top1"]:.2f}' if ema_val is not None else ''
             _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f top1 %.2f top5 %.2f%s | lr %.2e | %.1fs%s',
                          epoch + 1, args.epochs, row['train_loss'], row['val_loss'], row['val_top1'], row['val_top5'],
                          ema_txt, row['lr'], row['epoch_s'], bad)
+            for sample in stats.get('bad', [])[:5]:
+                _logger.warning('unreadable training image %s (%s)', sample.path, sample.error)
             for sample in val.bad[:5]:
                 _logger.warning('unreadable image %s (%s)', sample.path, sample.error)
         if distributed:
@@ -351,7 +421,9 @@ def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world
 
 
 def _save_epoch(output: str, model, optimizer, scheduler, scaler, ema, epoch: int, history, best_top1: float,
-                best_epoch: int, meta: Dict[str, Any]) -> None:
+                best_epoch: int, meta: Dict[str, Any], write_args: bool = False) -> None:
+    """Write checkpoint-last (and -best), metrics.csv and, with ``write_args`` (the session's first save),
+    args.yaml: a run dir gets args.yaml together with its first checkpoint, never before."""
     state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
                  epoch=epoch, history=history, best_top1=best_top1, best_epoch=best_epoch, meta=meta)
     if scaler is not None:
@@ -363,3 +435,8 @@ def _save_epoch(output: str, model, optimizer, scheduler, scaler, ema, epoch: in
     if best_epoch == epoch:
         copy_atomic(last, os.path.join(output, 'checkpoint-best.pth'))
     _write_metrics(os.path.join(output, 'metrics.csv'), history)
+    if write_args:
+        tmp = os.path.join(output, 'args.yaml.tmp')
+        with open(tmp, 'w') as f:
+            yaml.safe_dump(meta['args'], f, sort_keys=True)
+        os.replace(tmp, os.path.join(output, 'args.yaml'))
