@@ -153,7 +153,7 @@ def test_eval_resolution_report(run, data, tmp_path):
     assert (df['n'] == 12).all() and (df['unreadable'] == 0).all()
     assert ((df['top1'] - 100 * df['correct1'] / df['n']).abs() < 1e-9).all()
     assert (df['correct5'] >= df['correct1']).all() and (df['images_per_s'] > 0).all()
-    ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
+    ckpt = os.path.join(run['output'], 'checkpoint-last.pth')
     for size in (32, 40):
         assert df.set_index('size').loc[size, 'correct1'] == _independent_correct(ckpt, os.path.join(data, 'val'), size)
     report = open(os.path.join(out, 'report.md')).read()

@@ -1,6 +1,6 @@
 """``zoo eval-resolution``: zero-shot accuracy of one or more models across input sizes.
 
-Models come as ``--run DIR`` (a ``zoo train`` output dir: its ``checkpoint-best.pth``), as ``--checkpoint PATH``
+Models come as ``--run DIR`` (a ``zoo train`` output dir: its final ``checkpoint-last.pth``), as ``--checkpoint PATH``
 (a zoo checkpoint rebuilds its model from the recorded name and options), or as ``--model NAME --checkpoint PATH``
 pairs (in order; ``--checkpoint pretrained`` loads timm's weights for NAME). For every size the trained model is copied,
 moved to that size with ``set_input_size`` (which adapts its PE), and evaluated on the folder with timm's eval transform
@@ -36,7 +36,7 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
         description='Zero-shot top-1/top-5 and throughput of one or more models at several input sizes, on an '
                     'ImageFolder (DATA/val, DATA/test, or DATA itself holding the class folders, e.g. ImageNet val). '
                     'Writes OUTPUT/results.csv, results.json, report.md and scaling.png.',
-        epilog='Models: --run DIR (a zoo train output dir; uses checkpoint-best.pth), --checkpoint PATH (a zoo '
+        epilog='Models: --run DIR (a zoo train output dir; uses its final checkpoint-last.pth, not the best-on-val one), --checkpoint PATH (a zoo '
                'checkpoint records its model), or --model NAME --checkpoint PATH pairs, matched in order '
                '(--checkpoint pretrained = timm weights of NAME). Example: zoo eval-resolution --run runs/ape '
                '--run runs/rope_mixed --data-dir data/cifar10 --sizes 24 32 40 48 56 64 --output runs/eval')
@@ -90,10 +90,11 @@ def _entries(args) -> List[Dict[str, Any]]:
     for run in args.run:
         if not os.path.isdir(run):
             raise FileNotFoundError(f'run dir {run!r} does not exist')
-        path = next((os.path.join(run, n) for n in ('checkpoint-best.pth', 'checkpoint-last.pth')
-                     if os.path.isfile(os.path.join(run, n))), None)
-        if path is None:
-            raise FileNotFoundError(f'run dir {run!r} has no checkpoint-best.pth or checkpoint-last.pth')
+        # The final weights: checkpoint-best was selected on the validation split, which is often the split evaluated
+        # here, so using it would report a selected (optimistic) number.
+        path = os.path.join(run, 'checkpoint-last.pth')
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'run dir {run!r} has no checkpoint-last.pth; pass --checkpoint PATH instead')
         entries.append(dict(model=None, checkpoint=path))
     for i, path in enumerate(args.checkpoint):
         entries.append(dict(model=args.model[i] if args.model else None, checkpoint=path))
