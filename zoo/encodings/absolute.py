@@ -25,12 +25,6 @@ def add_to_patches(x: torch.Tensor, table: torch.Tensor, num_prefix_tokens: int)
     return torch.cat([x[:, :num_prefix_tokens], x[:, num_prefix_tokens:] + table], dim=1)
 
 
-def _check_2d(pos: Positions, name: str) -> Tuple[int, int]:
-    if pos.grid is None or pos.grid[0] != 1:
-        raise ValueError(f'{name} is a 2D encoding and needs a (1, H, W) patch grid, got grid={pos.grid}')
-    return pos.hw
-
-
 @register_pos_encoding('ape')
 class LearnedAPE(PosEncoding):
     """Learned absolute position embedding, resampled bicubically (as timm does) for other grids.
@@ -63,7 +57,7 @@ class LearnedAPE(PosEncoding):
                                       num_prefix_tokens=self.num_embed_prefix)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self.table(_check_2d(pos, 'ape')).to(x.dtype)
+        table = self.table(pos.hw_2d('ape')).to(x.dtype)
         if self.num_embed_prefix == pos.num_prefix_tokens:
             return x + table
         if self.num_embed_prefix == 0:
@@ -112,7 +106,7 @@ class SinCos2D(PosEncoding):
             list(hw), dim=self.dim, temperature=self.temperature, device=device).unsqueeze(0))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self.table(_check_2d(pos, 'sincos'), x.device).to(x.dtype)
+        table = self.table(pos.hw_2d('sincos'), x.device).to(x.dtype)
         return add_to_patches(x, table, pos.num_prefix_tokens)
 
 

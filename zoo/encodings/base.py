@@ -52,6 +52,12 @@ class Positions:
             raise ValueError('These positions carry explicit ids, not a patch grid; a 2D encoding needs a grid.')
         return self.grid[1], self.grid[2]
 
+    def hw_2d(self, encoding: str) -> Tuple[int, int]:
+        """``(H, W)`` of a single-frame grid; ValueError naming ``encoding`` for video grids or explicit ids."""
+        if self.grid is None or self.grid[0] != 1:
+            raise ValueError(f'{encoding} is a 2D encoding and needs a (1, H, W) patch grid, got grid={self.grid}')
+        return self.grid[1], self.grid[2]
+
     @property
     def num_patches(self) -> int:
         t, h, w = self.grid

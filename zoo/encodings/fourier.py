@@ -11,7 +11,7 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from .absolute import _check_2d, add_to_patches
+from .absolute import add_to_patches
 from .base import Positions, PosEncoding
 from .registry import register_pos_encoding
 
@@ -61,7 +61,7 @@ class LearnableFourierPE(PosEncoding):
         return self.mlp(feats.to(self.mlp[0].weight.dtype)).unsqueeze(0)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self.table(_check_2d(pos, 'fourier'), x.device).to(x.dtype)
+        table = self.table(pos.hw_2d('fourier'), x.device).to(x.dtype)
         return add_to_patches(x, table, pos.num_prefix_tokens)
 
     def no_weight_decay(self) -> set:

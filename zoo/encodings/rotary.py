@@ -73,10 +73,14 @@ def patch_coords(hw: Tuple[int, int], device: torch.device) -> Tuple[torch.Tenso
     return x.reshape(-1), y.reshape(-1)
 
 
-def _grid_2d(pos: Positions, name: str) -> Tuple[int, int]:
-    if pos.grid is None or pos.grid[0] != 1:
-        raise ValueError(f'{name} is a 2D rotary encoding and needs a (1, H, W) patch grid, got grid={pos.grid}')
-    return pos.hw
+def _check_rope_geometry(name: str, dim: int, num_heads: int, theta: float) -> int:
+    """Return ``head_dim``; ValueError unless it is divisible by 4 (two axes x channel pairs) and ``theta > 0``."""
+    head_dim = dim // num_heads
+    if head_dim % 4:
+        raise ValueError(f'{name} needs head_dim divisible by 4, got {head_dim}; change embed_dim/num_heads')
+    if not theta > 0:
+        raise ValueError(f'{name} theta must be > 0, got {theta}')
+    return head_dim
 
 
 @register_pos_encoding('rope_axial')
@@ -95,11 +99,7 @@ class RoPEAxial(PosEncoding):
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0):
         super().__init__()
-        head_dim = dim // num_heads
-        if head_dim % 4:
-            raise ValueError(f'rope_axial needs head_dim divisible by 4, got {head_dim}; change embed_dim/num_heads')
-        if not theta > 0:
-            raise ValueError(f'rope_axial theta must be > 0, got {theta}')
+        head_dim = _check_rope_geometry('rope_axial', dim, num_heads, theta)
         self.depth = depth
         num_bands = head_dim // 4
         bands = 1.0 / theta ** (torch.arange(num_bands, dtype=torch.float32) / num_bands)
@@ -117,7 +117,7 @@ class RoPEAxial(PosEncoding):
             self.angles(*patch_coords(hw, device)), num_prefix_tokens))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        return [self.term(_grid_2d(pos, 'rope_axial'), pos.num_prefix_tokens, device)] * self.depth
+        return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device)] * self.depth
 
 
 @register_pos_encoding('rope_mixed')
@@ -139,11 +139,7 @@ class RoPEMixed(PosEncoding):
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0):
         super().__init__()
-        head_dim = dim // num_heads
-        if head_dim % 4:
-            raise ValueError(f'rope_mixed needs head_dim divisible by 4, got {head_dim}; change embed_dim/num_heads')
-        if not theta > 0:
-            raise ValueError(f'rope_mixed theta must be > 0, got {theta}')
+        head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
         self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
@@ -157,7 +153,7 @@ class RoPEMixed(PosEncoding):
         return [RotaryTerm.from_patch_angles(a, num_prefix_tokens) for a in angles.unbind(0)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        hw = _grid_2d(pos, 'rope_mixed')
+        hw = pos.hw_2d('rope_mixed')
         if self.training or torch.is_grad_enabled():
             return self._terms(hw, pos.num_prefix_tokens, device)
         key = (hw, pos.num_prefix_tokens, device, self.freqs._version, self.freqs.data_ptr())

@@ -17,7 +17,7 @@ import os
 import pickle
 import shutil
 import tempfile
-from typing import Any, Dict
+from typing import Callable, Any, Dict
 
 import torch
 
@@ -31,18 +31,16 @@ def _output_mode() -> int:
     return 0o666 & ~mask
 
 
-def save_atomic(obj: Dict[str, Any], path: str) -> None:
-    """``torch.save`` to a temporary file in the same folder, then ``os.replace`` it onto ``path``.
+def _write_atomic(path: str, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then ``os.replace`` it onto ``path``.
 
     A crash leaves either the previous file or the new one, never a truncated file.
     """
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix='.pth', dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix=os.path.splitext(path)[1], dir=folder)
+    os.close(fd)
     try:
-        with os.fdopen(fd, 'wb') as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
         os.chmod(tmp, _output_mode())
         os.replace(tmp, path)
     except BaseException:
@@ -51,19 +49,19 @@ def save_atomic(obj: Dict[str, Any], path: str) -> None:
         raise
 
 
+def save_atomic(obj: Dict[str, Any], path: str) -> None:
+    """``torch.save`` to a temporary file in the same folder (fsynced), then ``os.replace`` it onto ``path``."""
+    def write(tmp: str) -> None:
+        with open(tmp, 'wb') as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    _write_atomic(path, write)
+
+
 def copy_atomic(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` through a temporary file and ``os.replace``."""
-    folder = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(prefix='.tmp-', suffix=os.path.splitext(dst)[1], dir=folder)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, _output_mode())
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    _write_atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def load_checkpoint(path: str) -> Dict[str, Any]:
