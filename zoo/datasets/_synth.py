@@ -1,0 +1,127 @@
+"""Shared pieces of the synthetic video generators: MP4 writing through PyAV, shapes, colours, real-clip backgrounds."""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+_logger = logging.getLogger('zoo.datasets')
+
+COLORS: Dict[str, Tuple[int, int, int]] = {
+    'red': (230, 30, 30), 'green': (30, 200, 50), 'blue': (40, 70, 240), 'yellow': (250, 220, 20),
+}
+SHAPES = ('circle', 'square', 'triangle', 'diamond')
+DEFAULT_CLIPS_DIR = os.path.join('..', 'shared', 'data', 'videos')
+
+
+def shape_mask(shape: str, size: int, cx: float, cy: float, r: float) -> np.ndarray:
+    """Boolean ``(size, size)`` mask of a shape of half-width ``r`` pixels centred at ``(cx, cy)``."""
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) + 0.5
+    dx, dy = x - cx, y - cy
+    if shape == 'circle':
+        return dx * dx + dy * dy <= r * r
+    if shape == 'square':
+        return (np.abs(dx) <= r * 0.85) & (np.abs(dy) <= r * 0.85)
+    if shape == 'diamond':
+        return np.abs(dx) + np.abs(dy) <= r * 1.1
+    if shape == 'triangle':  # apex up
+        return (dy <= r * 0.8) & (dy >= -r) & (np.abs(dx) <= (dy + r) * 0.6)
+    raise ValueError(f'unknown shape {shape!r}; use one of {SHAPES}')
+
+
+def paint(frame: np.ndarray, mask: np.ndarray, color: Tuple[int, int, int]) -> None:
+    """Paint ``color`` on ``frame`` (in place) where ``mask`` is set, with a one-pixel white rim for contrast."""
+    rim = np.zeros_like(mask)
+    rim[1:, :] |= mask[:-1, :]
+    rim[:-1, :] |= mask[1:, :]
+    rim[:, 1:] |= mask[:, :-1]
+    rim[:, :-1] |= mask[:, 1:]
+    frame[rim & ~mask] = 255
+    frame[mask] = color
+
+
+def write_mp4(path: str, frames: np.ndarray, fps: int = 8, crf: int = 18) -> None:
+    """Encode uint8 ``(T, H, W, 3)`` RGB frames as H.264 (yuv420p, libx264 through PyAV, one thread) to ``path``,
+    atomically. H and W must be even."""
+    import av
+    from zoo.common.io import write_atomic
+    t, h, w, _ = frames.shape
+    if h % 2 or w % 2:
+        raise ValueError(f'frame size {h}x{w} must be even for yuv420p H.264; choose an even --size')
+
+    def write(tmp: str) -> None:
+        with av.open(tmp, 'w', format='mp4') as out:
+            stream = out.add_stream('libx264', rate=fps, options={'crf': str(crf), 'preset': 'veryfast'})
+            stream.width, stream.height, stream.pix_fmt = w, h, 'yuv420p'
+            stream.codec_context.thread_count = 1
+            for f in frames:
+                for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format='rgb24')):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+    write_atomic(path, write)
+
+
+def list_clips(clips_dir: Optional[str]) -> List[str]:
+    if not clips_dir or not os.path.isdir(clips_dir):
+        return []
+    return sorted(p for p in glob.glob(os.path.join(clips_dir, '*')) if p.lower().endswith(
+        ('.mp4', '.mkv', '.mov', '.avi', '.webm')))
+
+
+def background_segments(clips_dir: Optional[str], size: int, seg_len: int, per_clip: int = 6,
+                        seed: int = 0) -> List[np.ndarray]:
+    """Contiguous frame segments ``(seg_len, size, size, 3)`` uint8 cut from the real clips in ``clips_dir``.
+
+    Each clip gives ``per_clip`` segments at evenly spaced starts, frames resized (shorter side) and centre-cropped.
+    Without readable clips, logs a warning and returns smooth generated segments instead.
+    """
+    from .video import FrameSampling, VideoReadError, probe_video, read_video
+    segs: List[np.ndarray] = []
+    clips = list_clips(clips_dir)
+    for path in clips:
+        try:
+            info = probe_video(path, check_last=False)
+        except VideoReadError as e:
+            _logger.warning('background clip %s skipped (%s)', path, e)
+            continue
+        usable = max(1, info.num_frames - seg_len)
+        for k in range(per_clip):
+            start_f = int((k + 0.5) * usable / per_clip)
+            try:
+                clip = read_video(path, FrameSampling('stride', seg_len, stride=1), size=size,
+                                  start=start_f / info.fps, end=(start_f + seg_len) / info.fps, on_truncated='clamp')
+            except VideoReadError as e:
+                _logger.warning('background clip %s skipped (%s)', path, e)
+                break
+            segs.append(clip.frames.numpy())
+    if segs:
+        return segs
+    _logger.warning('no readable background clips in %r (expected *.mp4 files, e.g. ../shared/data/videos); using '
+                    'generated backgrounds instead', clips_dir)
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    for _ in range(max(3, per_clip)):
+        c0, c1 = rng.uniform(40, 200, 3), rng.uniform(40, 200, 3)
+        phase = rng.uniform(0, 2 * np.pi)
+        seg = []
+        for t in range(seg_len):
+            a = 0.5 + 0.5 * np.sin(2 * np.pi * (x + 0.5 * y) + phase + 0.15 * t)
+            seg.append((c0 * a[..., None] + c1 * (1 - a[..., None])).astype(np.uint8))
+        segs.append(np.stack(seg))
+    return segs
+
+
+def pick_background(segs: List[np.ndarray], t: int, rng: np.random.Generator) -> np.ndarray:
+    """``t`` consecutive background frames (a random segment, random start, random horizontal flip), a copy."""
+    seg = segs[int(rng.integers(len(segs)))]
+    if len(seg) < t:
+        seg = np.concatenate([seg, seg[::-1]] * (t // (2 * len(seg)) + 1))
+    s = int(rng.integers(0, len(seg) - t + 1))
+    out = seg[s:s + t].copy()
+    if rng.random() < 0.5:
+        out = out[:, :, ::-1].copy()
+    return out

@@ -1,0 +1,165 @@
+"""A labelled synthetic video set of real MP4 files whose classes need time to tell apart (``zoo make-videos``).
+
+Eight classes, each a coloured shape (white rim) over moving backgrounds cut from real clips:
+
+* ``motion_left``, ``motion_right``, ``motion_up``, ``motion_down``: one shape moves steadily across the frame; it
+  starts anywhere, so no single frame tells the direction;
+* ``order_red_first``, ``order_blue_first``: a red and a blue square appear one after the other at random places and
+  stay; the last frame shows both;
+* ``speed_slow``, ``speed_fast``: one shape swings back and forth once, or three times, over the clip.
+
+Layout: ``<out>/train/<class>/<class>_NNNNN.mp4`` and ``<out>/val/<class>/...`` (the video-folder layout of
+:class:`zoo.datasets.video_folder.SafeVideoFolder`), H.264 through PyAV, plus ``<out>/meta.json``. Every clip is drawn
+from its own generator seeded by ``(seed, split, class, index)``: the same arguments give the same frames.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from ._synth import COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, paint, pick_background, shape_mask, \
+    write_mp4
+
+_logger = logging.getLogger('zoo.datasets')
+
+__all__ = ['CLASSES', 'make_videos', 'render_clip', 'main']
+
+CLASSES = ('motion_down', 'motion_left', 'motion_right', 'motion_up', 'order_blue_first', 'order_red_first',
+           'speed_fast', 'speed_slow')
+_SPLITS = ('train', 'val')
+
+
+def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Draw one clip of class ``cls`` on ``background`` ``(T, size, size, 3)`` uint8 (modified and returned)."""
+    t_axis = np.arange(num_frames) / max(1, num_frames - 1)
+    frames = background
+    r = size * rng.uniform(0.09, 0.13)
+    if cls.startswith('motion_'):
+        shape, color = SHAPES[rng.integers(len(SHAPES))], list(COLORS.values())[rng.integers(len(COLORS))]
+        dist = size * rng.uniform(0.4, 0.55)
+        a0 = rng.uniform(r, size - r - dist)  # along the motion axis
+        b = rng.uniform(r, size - r)          # across it
+        sign = 1 if cls in ('motion_right', 'motion_down') else -1
+        for t, f in zip(t_axis, frames):
+            a = a0 + dist * t if sign > 0 else size - (a0 + dist * t)
+            cx, cy = (a, b) if cls in ('motion_left', 'motion_right') else (b, a)
+            paint(f, shape_mask(shape, size, cx, cy, r), color)
+    elif cls.startswith('order_'):
+        first, second = ('red', 'blue') if cls == 'order_red_first' else ('blue', 'red')
+        left = rng.random() < 0.5  # which side the first square is on
+        xs = (rng.uniform(r, size / 2 - r), rng.uniform(size / 2 + r, size - r))
+        pos = [(xs[0] if left else xs[1], rng.uniform(r, size - r)), (xs[1] if left else xs[0], rng.uniform(r, size - r))]
+        t1 = int(rng.integers(int(0.1 * num_frames), int(0.35 * num_frames) + 1))
+        t2 = int(rng.integers(t1 + max(2, int(0.2 * num_frames)), int(0.75 * num_frames) + 1))
+        for t, f in enumerate(frames):
+            for name, (cx, cy), t0 in ((first, pos[0], t1), (second, pos[1], t2)):
+                if t >= t0:
+                    paint(f, shape_mask('square', size, cx, cy, r), COLORS[name])
+    elif cls.startswith('speed_'):
+        shape, color = SHAPES[rng.integers(len(SHAPES))], list(COLORS.values())[rng.integers(len(COLORS))]
+        swings = 1 if cls == 'speed_slow' else 3
+        amp = size * rng.uniform(0.2, 0.3)
+        c0 = rng.uniform(r + amp, size - r - amp)
+        b = rng.uniform(r, size - r)
+        horizontal = rng.random() < 0.5
+        phase = rng.uniform(0, 2 * np.pi)
+        for t, f in zip(t_axis, frames):
+            a = c0 + amp * np.sin(2 * np.pi * swings * t + phase)
+            cx, cy = (a, b) if horizontal else (b, a)
+            paint(f, shape_mask(shape, size, cx, cy, r), color)
+    else:
+        raise ValueError(f'unknown class {cls!r}; classes are {", ".join(CLASSES)}')
+    return frames
+
+
+def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, size: int = 64, seed: int = 0,
+                clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, val_per_class: Optional[int] = None, fps: int = 8,
+                classes: Sequence[str] = CLASSES, progress: bool = True) -> Dict:
+    """Write the synthetic video-folder set.
+
+    Args:
+        out_dir: output root (created; existing files of the same names are replaced).
+        num_per_class: training clips per class.
+        num_frames: frames per clip.
+        size: frame height and width in pixels (even).
+        seed: base seed.
+        clips_dir: folder of real clips for the backgrounds (missing: generated backgrounds, with a warning).
+        val_per_class: validation clips per class (default ``max(1, num_per_class // 4)``).
+        fps: frame rate written in the files.
+        classes: subset of :data:`CLASSES`.
+        progress: show a tqdm bar.
+
+    Returns:
+        The metadata written to ``<out_dir>/meta.json`` (arguments, classes, counts, seconds taken).
+
+    Raises:
+        ValueError: non-positive counts, odd or tiny size, fewer than 4 frames, unknown class.
+    """
+    if num_per_class < 1 or (val_per_class is not None and val_per_class < 0):
+        raise ValueError(f'--num-per-class must be >= 1 (got {num_per_class}) and val_per_class >= 0')
+    if num_frames < 4:
+        raise ValueError(f'--frames must be >= 4 so that motion and order can be seen, got {num_frames}')
+    if size < 16 or size % 2:
+        raise ValueError(f'--size must be an even number of pixels >= 16, got {size}')
+    if fps < 1:
+        raise ValueError(f'fps must be >= 1, got {fps}')
+    bad = [c for c in classes if c not in CLASSES]
+    if bad or not classes:
+        raise ValueError(f'unknown classes {bad}; choose from {", ".join(CLASSES)}')
+    val_per_class = max(1, num_per_class // 4) if val_per_class is None else val_per_class
+    t0 = time.time()
+    segs = background_segments(clips_dir, size, num_frames + 8, seed=seed)
+    counts = {'train': num_per_class, 'val': val_per_class}
+    jobs = [(split, ci, cls, i) for split in _SPLITS for ci, cls in enumerate(classes) for i in range(counts[split])]
+    for split, ci, cls, i in tqdm(jobs, desc='make-videos', unit='clip', disable=not progress):
+        rng = np.random.default_rng([seed, _SPLITS.index(split), CLASSES.index(cls), i])
+        frames = render_clip(cls, num_frames, size, pick_background(segs, num_frames, rng), rng)
+        folder = os.path.join(out_dir, split, cls)
+        os.makedirs(folder, exist_ok=True)
+        write_mp4(os.path.join(folder, f'{cls}_{i:05d}.mp4'), frames, fps=fps)
+    meta = dict(generator='zoo.datasets.synthetic_video', classes=list(classes), num_per_class=counts,
+                num_frames=num_frames, size=size, fps=fps, seed=seed,
+                clips_dir=os.path.abspath(clips_dir) if clips_dir else None, num_background_segments=len(segs),
+                seconds=round(time.time() - t0, 2))
+    from zoo.common.io import write_text_atomic
+    write_text_atomic(os.path.join(out_dir, 'meta.json'), json.dumps(meta, indent=2) + '\n')
+    return meta
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='zoo make-videos', description='Write a labelled synthetic video set (real MP4 '
+                                'files, classes that need time: direction, order, speed) in video-folder layout.')
+    p.add_argument('--output', required=True, help='output folder (train/ and val/ are written in it)')
+    p.add_argument('--num-per-class', type=int, default=32, help='training clips per class (default 32)')
+    p.add_argument('--val-per-class', type=int, default=None, help='validation clips per class (default N/4)')
+    p.add_argument('--frames', type=int, default=16, help='frames per clip (default 16)')
+    p.add_argument('--size', type=int, default=64, help='frame size in pixels, even (default 64)')
+    p.add_argument('--fps', type=int, default=8, help='frame rate written in the files (default 8)')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--clips-dir', default=DEFAULT_CLIPS_DIR,
+                   help='real clips for the backgrounds (default ../shared/data/videos)')
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``zoo make-videos``: parse ``argv``, write the set, print a one-line summary."""
+    args = build_parser().parse_args(argv)
+    meta = make_videos(args.output, num_per_class=args.num_per_class, num_frames=args.frames, size=args.size,
+                       seed=args.seed, clips_dir=args.clips_dir, val_per_class=args.val_per_class, fps=args.fps)
+    n = sum(meta['num_per_class'].values()) * len(meta['classes'])
+    print(f'wrote {n} clips ({len(meta["classes"])} classes, {args.frames} frames of {args.size}x{args.size}) to '
+          f'{args.output} in {meta["seconds"]:.1f} s')
+    return 0
+
+
+if __name__ == '__main__':
+    import sys
+    logging.basicConfig(level=logging.INFO, format='%(message)s')
+    sys.exit(main())
