@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -43,7 +44,7 @@ def paint(frame: np.ndarray, mask: np.ndarray, color: Tuple[int, int, int]) -> N
     frame[mask] = color
 
 
-def write_mp4(path: str, frames: np.ndarray, fps: int = 8, crf: int = 18) -> None:
+def write_mp4(path: str, frames: np.ndarray, fps: float = 8, crf: int = 18) -> None:
     """Encode uint8 ``(T, H, W, 3)`` RGB frames as H.264 (yuv420p, libx264 through PyAV, one thread) to ``path``,
     atomically. H and W must be even."""
     import av
@@ -54,7 +55,8 @@ def write_mp4(path: str, frames: np.ndarray, fps: int = 8, crf: int = 18) -> Non
 
     def write(tmp: str) -> None:
         with av.open(tmp, 'w', format='mp4') as out:
-            stream = out.add_stream('libx264', rate=fps, options={'crf': str(crf), 'preset': 'veryfast'})
+            rate = Fraction(fps).limit_denominator(1001)
+            stream = out.add_stream('libx264', rate=rate, options={'crf': str(crf), 'preset': 'veryfast'})
             stream.width, stream.height, stream.pix_fmt = w, h, 'yuv420p'
             stream.codec_context.thread_count = 1
             for f in frames:

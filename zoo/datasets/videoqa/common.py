@@ -1,0 +1,271 @@
+"""The record type, load report, registry and path rules shared by the video-QA benchmark readers."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..image_folder import _inside
+from ..video import VIDEO_EXTENSIONS
+
+_logger = logging.getLogger('zoo.datasets')
+
+__all__ = ['VideoQARecord', 'LoadReport', 'BenchmarkFormatError', 'register_benchmark', 'list_benchmarks',
+           'get_benchmark', 'load_benchmark', 'VideoResolver']
+
+
+class BenchmarkFormatError(ValueError):
+    """A data root without the expected annotation file, or an annotation file of another format."""
+
+
+@dataclass
+class VideoQARecord:
+    """One multiple-choice question about one video.
+
+    Attributes:
+        id: unique within the benchmark.
+        video: absolute path of the video file, inside the data root.
+        question: the question text.
+        options: the candidate answers, text only (no letter prefixes).
+        answer: index of the correct option in ``options``.
+        start, end: optional window in seconds that the question is about.
+        task: the benchmark's task / question type.
+        category: a coarser grouping used in reports (e.g. Video-MME duration, NExT-QA C/T/D).
+        benchmark: registry name of the reader.
+        extra: other fields of the row worth keeping (duration, domain, V-NIAH length and depth, ...).
+    """
+    id: str
+    video: str
+    question: str
+    options: List[str]
+    answer: int
+    start: Optional[float] = None
+    end: Optional[float] = None
+    task: str = ''
+    category: str = ''
+    benchmark: str = ''
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoadReport:
+    """Rows read and rows skipped per reason (``missing_video``, ``outside_root``, ``answer_not_in_options``,
+    ``malformed_row``, ``no_answer``, and, from reading or probing, the
+    :class:`~zoo.datasets.video.VideoReadError` reasons ``undecodable``, ``truncated``, ``zero_frames``,
+    ``bad_window``).
+
+    ``examples`` keeps up to 5 ``(row id, detail)`` pairs per reason.
+    """
+    benchmark: str
+    root: str
+    annotation_files: List[str] = field(default_factory=list)
+    rows: int = 0
+    kept: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    examples: Dict[str, List[Tuple[str, str]]] = field(default_factory=dict)
+
+    def skip(self, reason: str, row_id: str, detail: str = '') -> None:
+        self.skipped[reason] += 1
+        ex = self.examples.setdefault(reason, [])
+        if len(ex) < 5:
+            ex.append((str(row_id), detail))
+
+    def summary(self) -> Dict[str, Any]:
+        """A JSON-ready dict: benchmark, root, annotation files, rows, kept, skipped per reason, examples."""
+        return dict(benchmark=self.benchmark, root=self.root, annotation_files=list(self.annotation_files),
+                    rows=self.rows, kept=self.kept, skipped=dict(sorted(self.skipped.items())),
+                    examples={k: [list(e) for e in v] for k, v in sorted(self.examples.items())})
+
+    def log(self) -> None:
+        if self.skipped:
+            _logger.warning('%s: kept %d of %d rows; skipped %s', self.benchmark, self.kept, self.rows,
+                            ', '.join(f'{k}={v}' for k, v in sorted(self.skipped.items())))
+
+
+Reader = Callable[..., Tuple[List[VideoQARecord], LoadReport]]
+_REGISTRY: Dict[str, Tuple[Reader, str]] = {}
+
+
+def register_benchmark(name: str, layout: str) -> Callable[[Reader], Reader]:
+    """Register a reader ``fn(root, **kwargs) -> (records, report)`` under an lmms-eval task name.
+
+    Args:
+        name: the key (lower case).
+        layout: one line describing the expected data-root layout (used in error messages).
+
+    Raises:
+        ValueError: ``name`` is already registered.
+    """
+    def deco(fn: Reader) -> Reader:
+        if name in _REGISTRY:
+            raise ValueError(f'benchmark {name!r} is already registered (by {_REGISTRY[name][0].__module__}); '
+                             'choose another name')
+        _REGISTRY[name] = (fn, layout)
+        return fn
+    return deco
+
+
+def list_benchmarks() -> List[str]:
+    """Registered benchmark names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_benchmark(name: str) -> Tuple[Reader, str]:
+    """The reader and layout line registered under ``name``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    key = name.lower()
+    if key not in _REGISTRY:
+        raise ValueError(f'unknown benchmark {name!r}; known: {", ".join(list_benchmarks())}')
+    return _REGISTRY[key]
+
+
+def load_benchmark(name: str, root: str, probe: bool = False, **kwargs: Any) -> Tuple[List[VideoQARecord],
+                                                                                      LoadReport]:
+    """Read benchmark ``name`` from ``root``.
+
+    Args:
+        name: a registered name (see :func:`list_benchmarks`).
+        root: the data root.
+        probe: also open every video with decord (first and last frame) and drop those that fail, counted per
+            reason; otherwise such videos are found when read.
+        kwargs: reader options (e.g. ``tasks``, ``split``).
+
+    Returns:
+        The usable records and the :class:`LoadReport`.
+
+    Raises:
+        ValueError: unknown benchmark.
+        FileNotFoundError: ``root`` missing.
+        BenchmarkFormatError: no annotation file where the layout expects it, or a file of another format.
+    """
+    fn, layout = get_benchmark(name)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f'data root {root!r} for {name} does not exist; expected layout: {layout}')
+    records, report = fn(root, **kwargs)
+    if probe:
+        records = probe_records(records, report)
+    report.kept = len(records)
+    report.log()
+    return records, report
+
+
+def probe_records(records: Sequence[VideoQARecord], report: LoadReport) -> List[VideoQARecord]:
+    """Keep the records whose video opens and decodes its first and last frame; count the others per reason."""
+    from ..video import VideoReadError, probe_video
+    status: Dict[str, Optional[VideoReadError]] = {}
+    keep = []
+    for r in records:
+        if r.video not in status:
+            try:
+                probe_video(r.video)
+                status[r.video] = None
+            except VideoReadError as e:
+                status[r.video] = e
+        err = status[r.video]
+        if err is None:
+            keep.append(r)
+        else:
+            report.skip(err.reason, r.id, err.detail)
+    return keep
+
+
+class VideoResolver:
+    """Turns a video name from an annotation row into a file inside the data root.
+
+    Candidates are tried in order; a candidate whose real path (symlinks followed, ``..`` applied) leaves the root
+    is refused. ``resolve`` returns ``(path, None)`` or ``(None, reason)`` with reason ``outside_root`` or
+    ``missing_video``.
+
+    Args:
+        root: the data root.
+        dirs: folders (relative to the root) to look in, in order.
+        extensions: endings to try when the name has none of :data:`~zoo.datasets.video.VIDEO_EXTENSIONS`.
+    """
+
+    def __init__(self, root: str, dirs: Sequence[str] = ('',), extensions: Sequence[str] = VIDEO_EXTENSIONS):
+        self.root = root
+        self.real_root = os.path.realpath(root)
+        self.dirs = list(dirs)
+        self.extensions = list(extensions)
+
+    def resolve(self, name: str, dirs: Optional[Sequence[str]] = None) -> Tuple[Optional[str], Optional[str]]:
+        name = str(name).strip()
+        if not name:
+            return None, 'malformed_row'
+        names = [name] if name.lower().endswith(tuple(VIDEO_EXTENSIONS)) else \
+            [name + e for e in self.extensions] + [name]
+        outside = False
+        for d in (self.dirs if dirs is None else dirs):
+            for n in names:
+                cand = os.path.join(self.root, d, n)
+                if not _inside(os.path.realpath(cand), self.real_root):
+                    outside = True
+                    continue
+                if os.path.isfile(cand):
+                    return os.path.abspath(cand), None
+        return None, 'outside_root' if outside else 'missing_video'
+
+
+def add_record(records: List[VideoQARecord], report: LoadReport, resolver: VideoResolver, video_name: Any,
+               dirs: Optional[Sequence[str]] = None, **fields: Any) -> None:
+    """Resolve the video, check the answer index and append the record, or count why not."""
+    rid = str(fields['id'])
+    opts = fields['options']
+    ans = fields['answer']
+    if not isinstance(ans, int) or not 0 <= ans < len(opts):
+        report.skip('answer_not_in_options', rid, f'answer {ans!r} for {len(opts)} options')
+        return
+    path, reason = resolver.resolve(video_name, dirs)
+    if path is None:
+        report.skip(reason, rid, str(video_name))
+        return
+    records.append(VideoQARecord(video=path, **fields))
+
+
+def read_json(path: str, expected: str) -> Any:
+    """Parse a JSON file, or raise :class:`BenchmarkFormatError` naming ``expected``."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BenchmarkFormatError(f'{path} is not JSON ({e}); expected {expected}') from None
+
+
+def require_list_of_dicts(data: Any, path: str, keys: Iterable[str], expected: str) -> List[Dict]:
+    """Check the top-level shape of a JSON annotation file: a list of objects of which at least one has ``keys``."""
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise BenchmarkFormatError(f'{path} is not a JSON list of objects; expected {expected}')
+    keys = list(keys)
+    if data and not any(all(k in x for k in keys) for x in data):
+        raise BenchmarkFormatError(f'{path}: no item has the fields {", ".join(keys)}; expected {expected}')
+    return data
+
+
+def find_files(root: str, patterns: Sequence[str]) -> List[str]:
+    """Sorted files under ``root`` matching the first glob pattern that matches anything (inside the root only)."""
+    import glob
+    real = os.path.realpath(root)
+    for pat in patterns:
+        hits = sorted(p for p in glob.glob(os.path.join(root, pat)) if os.path.isfile(p)
+                      and _inside(os.path.realpath(p), real))
+        if hits:
+            return hits
+    return []
+
+
+def text(x: Any) -> str:
+    return '' if x is None else str(x).strip()
+
+
+def opt_float(x: Any) -> Optional[float]:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None  # NaN -> None
