@@ -212,7 +212,7 @@ def test_bad_inputs(run, data, tmp_path, capsys):
                                             '--output', str(tmp_path / 'o3')])
     ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
     err = _err(capsys, ['eval-resolution', '--model', 'pe_vit_tiny_patch16_rope_mixed_224', '--checkpoint', ckpt,
-                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4')])
+                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4'), '--force'])
     assert 'unexpected keys' in err and 'pe.pos_embed' in err
     err = _err(capsys, ['train', '--model', APE, *tiny, '--model-kwargs', 'patch_size=8', 'embed_dim=48', 'depth=1',
                         'num_heads=2', '--initial-checkpoint', ckpt, '--output', str(tmp_path / 'o5')])
@@ -322,7 +322,7 @@ def test_bad_checkpoint_files(run, data, tmp_path, capsys):
     # a mismatching checkpoint is named
     ckpt = os.path.join(run['output'], 'checkpoint-best.pth')
     err = _err(capsys, ['eval-resolution', '--model', 'pe_vit_tiny_patch16_rope_mixed_224', '--checkpoint', ckpt,
-                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4')])
+                        '--data-dir', data, '--sizes', '32', '--output', str(tmp_path / 'o4'), '--force'])
     assert ckpt in err and 'unexpected keys' in err
 
 

@@ -1,7 +1,11 @@
 """The ``zoo`` command line: ``zoo list | demo | train | eval-resolution``.
 
-User errors (missing data, unknown model, incompatible checkpoint, bad sizes, existing output dir) print one
-message and exit with status 2, without a traceback; set ``ZOO_DEBUG=1`` to see the traceback.
+User errors (missing data, unknown model, incompatible checkpoint, bad sizes, an output dir in use or holding another
+run, a full or read-only disk) print one message and exit with status 2, without a traceback; set ``ZOO_DEBUG=1`` to
+see the traceback.
+
+Adding a subcommand: write ``func(argv: List[str]) -> int`` (its own argparse parser inside) and add one line to
+:data:`SUBCOMMANDS`.
 """
 from __future__ import annotations
 
@@ -9,23 +13,31 @@ import argparse
 import logging
 import os
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 __all__ = ['main']
 
 
-def _cmd_list(args: argparse.Namespace) -> int:
-    from zoo.models.catalog import model_catalog
+def _cmd_list(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog='zoo list', description='Registered zoo models with their PE family, size and pretrained tags. '
+                                     'PATTERN is a timm-style wildcard matched against model names and PE names.',
+        epilog="Examples: zoo list rope_mixed | zoo list '*tiny*' | zoo list 'pe_vit_small_*' | zoo list '*'")
+    parser.add_argument('pattern', nargs='*', default=['*'], help='wildcards (default: every zoo model)')
+    args = parser.parse_args(argv)
+    from zoo.models.catalog import list_pe_names, model_catalog
     rows = model_catalog(args.pattern)
     if not rows:
-        print(f'no registered model matches {args.pattern!r}', file=sys.stderr)
+        print(f'zoo list: no zoo model or position encoding matches {" ".join(args.pattern)!r}; PE names: '
+              f'{", ".join(list_pe_names())} (wildcards as in timm: \'*tiny*\', \'pe_vit_*\')', file=sys.stderr)
         return 2
     width = max(len(r['name']) for r in rows)
+    pe = max(len(r['pe']) for r in rows)
     fam = max(len(r['family']) for r in rows)
-    print(f'{"model":<{width}}  {"PE family":<{fam}}  {"params":>8}  pretrained tags')
+    print(f'{"model":<{width}}  {"PE":<{pe}}  {"PE family":<{fam}}  {"params":>8}  pretrained tags')
     for r in rows:
         tags = ', '.join(r['pretrained']) or '-'
-        print(f'{r["name"]:<{width}}  {r["family"]:<{fam}}  {r["params"] / 1e6:7.2f}M  {tags}')
+        print(f'{r["name"]:<{width}}  {r["pe"]:<{pe}}  {r["family"]:<{fam}}  {r["params"] / 1e6:7.2f}M  {tags}')
     return 0
 
 
@@ -39,6 +51,10 @@ def _cmd_eval_resolution(argv: List[str]) -> int:
     from zoo.eval.resolution import eval_resolution
     result = eval_resolution(argv)
     print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"]["png"]}')
+    if result['failed']:
+        print(f'zoo eval-resolution: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
+              f'{result["paths"]["md"]}', file=sys.stderr)
+        return 1
     return 0
 
 
@@ -48,8 +64,9 @@ def _cmd_demo(argv: List[str]) -> int:
     return 0
 
 
-# Subcommands with their own full parsers (zoo.train.args, zoo.eval.resolution, zoo.demo): argv goes to them as is.
-_DELEGATED = {
+# name -> (function taking the subcommand's argv, help line). Each subcommand has its own full parser.
+SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
+    'list': (_cmd_list, 'zoo models by timm-style wildcard over model and PE names (zoo list rope_mixed)'),
     'train': (_cmd_train, 'train or fine-tune a model on an image folder (zoo train --help)'),
     'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
     'demo': (_cmd_demo, 'train 3 tiny PE models on bundled CIFAR-10 images and print a resolution report (~2 min)'),
@@ -59,25 +76,25 @@ _DELEGATED = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='zoo', description='Position-encoding model zoo for vision transformers.')
     sub = parser.add_subparsers(dest='command', required=True)
-    p = sub.add_parser('list', help='print every registered model with its PE family, size and pretrained tags')
-    p.add_argument('pattern', nargs='?', default='pe_vit_*', help='wildcard filter (default: pe_vit_*)')
-    p.set_defaults(func=_cmd_list)
-    for name, (_, help_text) in _DELEGATED.items():
+    for name, (_, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def _user_errors() -> tuple:
+    from zoo.common.errors import ZooError
     from zoo.models import CheckpointMismatchError
-    return ValueError, FileNotFoundError, NotADirectoryError, PermissionError, CheckpointMismatchError
+    return (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError,
+            CheckpointMismatchError, ZooError)
 
 
 def _run_delegated(name: str, func: Callable[[List[str]], int], argv: List[str]) -> int:
     """Run a subcommand; user errors become one message on stderr and exit status 2 (``ZOO_DEBUG=1``: traceback)."""
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter('%(message)s'))
+    from timm.utils.log import FormatterNoInfo
     root = logging.getLogger('zoo')
     if not root.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(FormatterNoInfo())  # timm's: INFO lines as is, others prefixed with their level
         root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
@@ -85,7 +102,7 @@ def _run_delegated(name: str, func: Callable[[List[str]], int], argv: List[str])
     except _user_errors() as e:
         if os.environ.get('ZOO_DEBUG'):
             raise
-        print(f'zoo {name}: error: {e}', file=sys.stderr)
+        print(f'zoo {name}: error: {" ".join(str(e).split())}', file=sys.stderr)  # one line
         return 2
     except KeyboardInterrupt:
         print(f'zoo {name}: interrupted', file=sys.stderr)
@@ -94,11 +111,10 @@ def _run_delegated(name: str, func: Callable[[List[str]], int], argv: List[str])
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _DELEGATED:
-        return _run_delegated(argv[0], _DELEGATED[argv[0]][0], argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    return args.func(args)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _run_delegated(argv[0], SUBCOMMANDS[argv[0]][0], argv[1:])
+    build_parser().parse_args(argv)  # prints usage / help, or the error for an unknown subcommand
+    return 2
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
-"""Evaluation: accuracy counting (:mod:`zoo.eval.accuracy`) and ``zoo eval-resolution`` (:mod:`zoo.eval.resolution`,
-reports in :mod:`zoo.eval.report`)."""
-from .accuracy import EvalCounts, evaluate
+"""Evaluation: ``zoo eval-resolution`` (:mod:`zoo.eval.resolution`, reports in :mod:`zoo.eval.report`). The evaluation
+loop and counts shared with training live in :mod:`zoo.common`."""
+from zoo.common.evaluate import evaluate
+from zoo.common.metrics import EvalCounts
 
 __all__ = ['EvalCounts', 'evaluate']

@@ -1,11 +1,17 @@
-"""Write a resolution sweep: ``results.csv``, ``results.json``, ``report.md`` and ``scaling.png``."""
+"""Write a resolution sweep: ``results.csv``, ``results.json``, ``report.md`` and ``scaling.png``, each atomically.
+
+The sweep rewrites all four after every finished (model, size), so an interrupted sweep keeps what it finished; the
+report says how many evaluations are done and lists the ones that failed (out of memory, ...).
+"""
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import pandas as pd
+
+from zoo.common.io import write_atomic, write_text_atomic
 
 __all__ = ['write_report', 'markdown_table', 'plot_scaling']
 
@@ -21,7 +27,10 @@ def markdown_table(df: pd.DataFrame, metric: str, digits: int = 2, higher_is_bet
         df: one row per (label, size) with columns ``label``, ``size``, ``train_size`` and ``metric``.
         metric: the column to tabulate, e.g. ``top1``.
     """
-    wide = df.pivot_table(index='label', columns='size', values=metric, sort=False)
+    wide = df.pivot_table(index='label', columns='size', values=metric, sort=False, dropna=False)
+    failed = {}
+    if 'error' in df:
+        failed = {(r['label'], r['size']) for _, r in df.iterrows() if isinstance(r['error'], str) and r['error']}
     labels = list(dict.fromkeys(df['label']))
     wide = wide.reindex(labels)
     train = df.groupby('label', sort=False)['train_size'].first()
@@ -29,11 +38,12 @@ def markdown_table(df: pd.DataFrame, metric: str, digits: int = 2, higher_is_bet
     head = '| model | trained at | ' + ' | '.join(f'{s} px' for s in sizes) + ' |'
     lines = [head, '|' + '---|' * (len(sizes) + 2)]
     best = wide.max() if higher_is_better else wide.min()
+    best = best.reindex(sizes)
     for label in labels:
         cells = []
         for s in sizes:
             v = wide.loc[label, s]
-            text = _fmt(v, digits)
+            text = 'failed' if (label, s) in failed else _fmt(v, digits)
             if not pd.isna(v) and round(v, digits) == round(best[s], digits):
                 text = f'**{text}**'
             if s == train[label]:
@@ -66,15 +76,15 @@ def plot_scaling(df: pd.DataFrame, path: str, title: str) -> None:
     ax.set_xticks(sorted(set(df['size'])))
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc='best')
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0.)
     fig.tight_layout()
-    fig.savefig(path)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format='png'))
     plt.close(fig)
 
 
 def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any], out_dir: str,
-                 notes: Sequence[str] = ()) -> Dict[str, str]:
-    """Write the four result files.
+                 notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
+    """Write the four result files (each atomically).
 
     Args:
         rows: one dict per (model, size): ``label, size, train_size, top1, top5, correct1, correct5, n, unreadable,
@@ -84,6 +94,8 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
             ``[path, error]``), ``max_per_class``.
         out_dir: existing folder.
         notes: extra paragraphs for the report (e.g. how small a run was).
+        total: the number of (model, size) evaluations planned; the report says "incomplete" while fewer rows exist.
+            A row with a non-empty ``error`` is a failed evaluation (shown as "failed" and listed).
 
     Returns:
         Paths of ``csv``, ``json``, ``md`` and ``png``.
@@ -91,10 +103,13 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
     df = pd.DataFrame(rows)
     paths = {k: os.path.join(out_dir, n) for k, n in
              dict(csv='results.csv', json='results.json', md='report.md', png='scaling.png').items()}
-    df.to_csv(paths['csv'], index=False)
-    with open(paths['json'], 'w') as f:
-        json.dump(dict(protocol=protocol, models=models, results=rows), f, indent=1)
-    n = int(df['n'].max()) if len(df) else 0
+    total = len(rows) if total is None else total
+    failed = [r for r in rows if r.get('error')]
+    status = dict(done=len(rows), total=total, failed=len(failed), complete=len(rows) >= total)
+    write_text_atomic(paths['csv'], df.to_csv(index=False))
+    write_text_atomic(paths['json'], json.dumps(dict(status=status, protocol=protocol, models=models, results=rows),
+                                                indent=1, default=str))
+    n = int(df['n'].max()) if len(df) and df['n'].notna().any() else 0
     where = '/'.join(os.path.normpath(protocol['data_root']).split(os.sep)[-2:])
     title = f'Zero-shot resolution sweep on {where} ({n} images)'
     plot_scaling(df, paths['png'], title)
@@ -102,7 +117,11 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
     crop = protocol['crop_pct']
     bad = protocol.get('unreadable', [])
     subset = f', first {protocol["max_per_class"]} images per class' if protocol.get('max_per_class') else ''
-    md = [f'# Resolution extrapolation: top-1 accuracy (%)', '',
+    md = [f'# Resolution extrapolation: top-1 accuracy (%)', '']
+    if len(rows) < total:
+        md += [f'**Incomplete: {len(rows)} of {total} (model, size) evaluations done** (the sweep is running or was '
+               'interrupted; the files are rewritten after every evaluation).', '']
+    md += [
           f'Data: `{protocol["data_root"]}`: {n} readable images, {protocol["num_classes"]} classes{subset}. '
           f'Bold: best model per size; ◦: the model\'s training size.', '',
           markdown_table(df, 'top1'), '',
@@ -110,6 +129,11 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
           f'### Throughput (images/s, forward only, batch {protocol["batch_size"]}, {protocol["device"]}'
           f'{", AMP" if protocol.get("amp") else ""})', '', markdown_table(df, 'images_per_s', digits=0), '',
           '![top-1 against resolution](scaling.png)', '']
+    if failed:
+        md += ['### Failed evaluations', '', 'These (model, size) pairs did not finish; the sweep went on with the '
+               'others.', '']
+        md += [f'- {r["label"]} at {r["size"]} px: {r["error"]}' for r in failed]
+        md.append('')
     for note in notes:
         md += [note, '']
     md += ['## Protocol', '',
@@ -123,15 +147,16 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
            'among the 5 highest logits).',
            f'- **Unreadable images**: {len(bad)} (excluded from every count' + (', listed below).' if bad else ').'),
            '- Throughput times only the model forward (after one warm-up batch); data loading is excluded.',
-           '', '| model | timm model | checkpoint | PE family | trained at | how the PE adapts to a new grid |',
-           '|---|---|---|---|---|---|']
+           '- **Weights**: ' + ', '.join(f'{m["label"]}: {m.get("weights", "raw")}' for m in models) +
+           ' (raw = the trained weights, EMA = their exponential moving average, chosen with `--use-ema`).',
+           '', '| model | timm model | checkpoint | weights | PE family | trained at | how the PE adapts to a new '
+           'grid |', '|---|---|---|---|---|---|---|']
     for m in models:
-        md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m["family"]} | {m["train_size"]} px | '
-                  f'{m["adaptation"]} |')
+        md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m.get("weights", "raw")} | '
+                  f'{m["family"]} | {m["train_size"]} px | {m["adaptation"]} |')
     if bad:
         md += ['', '## Unreadable images', ''] + [f'- `{p}`: {e}' for p, e in bad[:50]]
         if len(bad) > 50:
             md.append(f'- ... and {len(bad) - 50} more (see results.json)')
-    with open(paths['md'], 'w') as f:
-        f.write('\n'.join(md) + '\n')
+    write_text_atomic(paths['md'], '\n'.join(md) + '\n')
     return paths

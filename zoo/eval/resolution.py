@@ -5,6 +5,11 @@ Models come as ``--run DIR`` (a ``zoo train`` output dir: its final ``checkpoint
 pairs (in order; ``--checkpoint pretrained`` loads timm's weights for NAME). For every size the trained model is copied,
 moved to that size with ``set_input_size`` (which adapts its PE), and evaluated on the folder with timm's eval transform
 (resize + center crop). Results go to ``results.csv``, ``results.json``, ``report.md`` and ``scaling.png``.
+
+The sweep keeps what it finishes: after every (model, size) the four files are rewritten atomically. With
+``--overwrite`` over an existing report, the new files are written to ``OUTPUT/incomplete/`` and replace the old
+ones only once the sweep is complete. A failure at one size (out of memory, ...) is recorded for that size and the
+sweep goes on. The output directory is locked while the sweep runs.
 """
 from __future__ import annotations
 
@@ -12,17 +17,22 @@ import argparse
 import copy
 import logging
 import os
+import shutil
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch.utils.data import DataLoader
 from timm.data import create_transform, resolve_data_config
 
-from zoo.datasets import collate_skip_bad, open_image_folder
-from zoo.train.args import check_device, parse_model_kwargs
-from zoo.train.build import create_zoo_model, load_weights, patch_size_of
-from zoo.train.checkpoint import checkpoint_meta, load_checkpoint
-from .accuracy import evaluate
+from zoo.common.build import check_model_identity, create_zoo_model, is_zoo_model, load_weights, patch_size_of, pe_of
+from zoo.common.data import apply_class_map, check_class_folders, load_class_map, make_loader
+from zoo.common.errors import OutputDirError
+from zoo.common.evaluate import evaluate
+from zoo.common.io import TMP_PREFIX, checkpoint_meta, clean_temp_files, load_checkpoint, write_results_file
+from zoo.common.options import INTERPOLATIONS, amp_dtype, check_device, parse_model_kwargs
+from zoo.common.rundir import LOCK_NAME, RunDirLock
+from zoo.common.task import ImageClassificationTask
+from zoo.datasets import open_image_folder
 from .report import write_report
 
 __all__ = ['build_eval_parser', 'eval_resolution']
@@ -51,16 +61,28 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
     p.add_argument('--data-dir', required=True, metavar='DIR', help='ImageFolder root (or its parent with val/test)')
     p.add_argument('--split', default=None, help='sub-folder of --data-dir to evaluate (default: val, test or none)')
     p.add_argument('--sizes', type=int, nargs='+', required=True, metavar='PX', help='evaluation input sizes')
+    p.add_argument('--use-ema', action='store_true', help='evaluate the checkpoints\' EMA weights (--model-ema runs)')
+    p.add_argument('--force', action='store_true', help='evaluate a checkpoint as another --model / PE than it records')
     p.add_argument('--crop-pct', type=float, default=None,
                    help='center-crop fraction (default: each checkpoint\'s recorded value, else the model\'s)')
-    p.add_argument('--batch-size', type=int, default=128, help='evaluation batch size')
-    p.add_argument('--workers', type=int, default=2, help='data loader processes')
+    p.add_argument('--interpolation', default=None, help='resize interpolation (default: each checkpoint\'s)')
+    p.add_argument('--mean', type=float, nargs=3, default=None, help='normalisation mean (default: each checkpoint\'s)')
+    p.add_argument('--std', type=float, nargs=3, default=None, help='normalisation std (default: each checkpoint\'s)')
+    p.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line (line i = '
+                                                      'class i); folders not listed are left out')
+    p.add_argument('-b', '--batch-size', type=int, default=128, help='evaluation batch size')
+    p.add_argument('-j', '--workers', type=int, default=2, help='data loader processes')
     p.add_argument('--max-per-class', type=int, default=None, help='evaluate only the first N images of each class')
     p.add_argument('--device', default=None, help='torch device (default: cuda if available, else cpu)')
     p.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s)')
     p.add_argument('--amp', action='store_true', help='autocast the forward (bfloat16 on CPU, float16 on CUDA)')
-    p.add_argument('--output', default='eval-resolution', metavar='DIR', help='output dir')
-    p.add_argument('--overwrite', action='store_true', help='replace an existing output dir\'s result files')
+    p.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: as --amp)')
+    p.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
+    p.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loader')
+    p.add_argument('--output', default='eval-resolution', metavar='DIR', help='output dir (locked while running)')
+    p.add_argument('--overwrite', action='store_true',
+                   help='replace an existing report in the output dir (only once the new one is complete)')
+    p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
     p.add_argument('--note', action='append', default=[], metavar='TEXT', help='paragraph added to report.md')
     p.add_argument('--no-progress', action='store_true', help='no tqdm progress bars')
     return p
@@ -88,11 +110,16 @@ def _entries(args) -> List[Dict[str, Any]]:
                          '--checkpoint (in the same order), or none to take the model names from the checkpoints')
     entries = []
     for run in args.run:
+        if os.path.isfile(run):
+            raise ValueError(f'--run {run!r} is a file; --run takes a zoo train output dir (pass a checkpoint file '
+                             'as --checkpoint)')
         if not os.path.isdir(run):
             raise FileNotFoundError(f'run dir {run!r} does not exist')
         # The final weights: checkpoint-best was selected on the validation split, which is often the split evaluated
         # here, so using it would report a selected (optimistic) number.
         path = os.path.join(run, 'checkpoint-last.pth')
+        if not os.path.isfile(path) and os.path.isfile(os.path.join(run, 'model.safetensors')):
+            path = os.path.join(run, 'model.safetensors')
         if not os.path.isfile(path):
             raise FileNotFoundError(f'run dir {run!r} has no checkpoint-last.pth; pass --checkpoint PATH instead')
         entries.append(dict(model=None, checkpoint=path))
@@ -105,12 +132,21 @@ def _entries(args) -> List[Dict[str, Any]]:
     return entries
 
 
-def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any]) -> Tuple[torch.nn.Module, Dict[str, Any]]:
-    """Build a model at its training size with its weights. Returns the model and the checkpoint's meta."""
+def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any], use_ema: bool = False,
+                force: bool = False) -> Tuple[torch.nn.Module, Dict[str, Any]]:
+    """Build a model at its training size with its weights. Returns the model and the checkpoint's meta.
+
+    Raises:
+        zoo.models.CheckpointMismatchError: ``--model`` names another model or PE than the checkpoint records (unless
+            ``force``), or the weights do not fit.
+        ValueError: ``use_ema`` and the checkpoint has no EMA weights.
+    """
     path = entry['checkpoint']
     if path == 'pretrained':
         if not entry['model']:
             raise ValueError('--checkpoint pretrained needs a --model')
+        if use_ema:
+            raise ValueError('--use-ema applies to zoo train checkpoints; --checkpoint pretrained has no EMA weights')
         model = create_zoo_model(entry['model'], cli_kwargs, pretrained=True)
         return model, {}
     ckpt = load_checkpoint(path)
@@ -119,35 +155,33 @@ def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any]) -> Tuple[torc
     if not name:
         raise ValueError(f'{path!r} records no model name (not a zoo train checkpoint); pass --model NAME before '
                          'its --checkpoint')
+    if entry['model'] and meta:
+        pe = pe_of(name)
+        if isinstance(cli_kwargs.get('pe'), str):
+            pe = cli_kwargs['pe']
+        check_model_identity(path, meta, name, pe, force)
     kwargs = _deep_merge(meta.get('model_kwargs') or {}, cli_kwargs)
     num_classes = meta.get('num_classes')
     if num_classes is None:
         from zoo.models import unwrap_state_dict
         head = unwrap_state_dict(ckpt).get('head.weight')
         num_classes = int(head.shape[0]) if head is not None else None
+    if use_ema and not isinstance(ckpt.get('model_ema'), dict):
+        raise ValueError(f'--use-ema: {path!r} holds no EMA weights (the run was trained without --model-ema); drop '
+                         '--use-ema to evaluate its raw weights')
     model = create_zoo_model(name, kwargs, img_size=meta.get('img_size'), num_classes=num_classes)
     del ckpt
-    load_weights(model, path, allow_new_classifier=False)
+    load_weights(model, path, allow_new_classifier=False, use_ema=use_ema)
     meta = dict(meta, model_name=name, model_kwargs=kwargs)
     return model, meta
 
 
-def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """Run ``zoo eval-resolution`` with command-line style arguments.
+_RESULT_FILES = ('results.csv', 'results.json', 'report.md', 'scaling.png')
+_STAGING = 'incomplete'
 
-    Returns:
-        ``rows`` (one dict per model and size), ``paths`` (the written files) and ``unreadable`` (count).
 
-    Raises:
-        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError: user errors, before any evaluation.
-    """
-    args = build_eval_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if os.path.exists(args.output) and (not os.path.isdir(args.output) or os.listdir(args.output)) \
-            and not args.overwrite:
-        raise ValueError(f'output dir {args.output!r} already exists; pass --overwrite to replace its results or '
-                         'choose another --output')
+def _check_args(args) -> None:
+    """Ranges and choices; ``ValueError`` naming the flag."""
     if any(s <= 0 for s in args.sizes):
         raise ValueError(f'--sizes must be positive, got {args.sizes}')
     if args.crop_pct is not None and not 0 < args.crop_pct <= 1:
@@ -158,22 +192,71 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         raise ValueError(f'--max-per-class {args.max_per_class}: must be at least 1')
     if args.workers < 0:
         raise ValueError(f'--workers {args.workers}: must be 0 or more')
+    if args.interpolation is not None and args.interpolation not in INTERPOLATIONS:
+        raise ValueError(f'--interpolation {args.interpolation!r}: must be one of {", ".join(INTERPOLATIONS)}')
+    if args.std is not None and any(v <= 0 for v in args.std):
+        raise ValueError(f'--std {args.std}: must be positive')
+    if args.results_file and not args.results_file.lower().endswith(('.csv', '.json')):
+        raise ValueError(f'--results-file {args.results_file!r}: must be a .csv or .json path')
     check_device(args.device)
-    sizes = sorted(dict.fromkeys(args.sizes))
-    device = torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
-    cli_kwargs = parse_model_kwargs(args.model_kwargs)
-    entries = _entries(args)
-    probe = open_image_folder(args.data_dir, args.split)  # fails early on a missing / empty folder
-    classes, data_root = probe.classes, probe.root
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise OutputDirError(f'--output {args.output!r} is a file, not a directory; choose another --output')
 
-    # Load everything and check every (model, size) before spending time on evaluation.
+
+def _old_results(out: str) -> List[str]:
+    """Files in ``out`` other than the lock, temp files and the staging folder of an interrupted ``--overwrite``."""
+    if not os.path.isdir(out):
+        return []
+    return [n for n in os.listdir(out) if n not in (LOCK_NAME, _STAGING) and not n.startswith(TMP_PREFIX)]
+
+
+def _open_eval_folder(args, transform=None):
+    root = os.path.join(args.data_dir, args.split) if args.split else None
+    if root and os.path.isdir(root):
+        check_class_folders(root)
+    ds = open_image_folder(args.data_dir, args.split, transform, args.max_per_class)
+    if not args.split:
+        check_class_folders(ds.root)
+    if args.class_map:
+        apply_class_map(ds, load_class_map(args.class_map), args.class_map)
+    return ds
+
+
+def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Run ``zoo eval-resolution`` with command-line style arguments.
+
+    Returns:
+        ``rows`` (one dict per model and size; a failed evaluation has an ``error``), ``paths`` (the written files),
+        ``unreadable`` (count) and ``failed`` (count of failed evaluations).
+
+    Raises:
+        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.common.errors.ZooError: user
+            errors, before any evaluation (an output dir in use by another sweep included).
+    """
+    args = build_eval_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    _check_args(args)
+    with RunDirLock(args.output, 'zoo eval-resolution'):
+        clean_temp_files(args.output)
+        old = _old_results(args.output)
+        if old and not args.overwrite:
+            raise OutputDirError(f'output dir {args.output!r} already exists; pass --overwrite to replace its results '
+                                 '(the old report stays until the new one is complete) or choose another --output')
+        return _sweep(args, staged=bool(old))
+
+
+def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> List[Dict[str, Any]]:
+    """Load every model and check every (model, size) before spending time on evaluation."""
+    cli_kwargs = parse_model_kwargs(args.model_kwargs)
     loaded = []
-    for i, entry in enumerate(entries):
-        model, meta = _load_model(entry, cli_kwargs)
+    for i, entry in enumerate(_entries(args)):
+        model, meta = _load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
         name = meta.get('model_name', entry['model'])
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
-                             f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)})')
+                             f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)}); '
+                             'pass a --class-map listing the training classes in order')
         if model.num_classes != len(classes):
             raise ValueError(f'{name} predicts {model.num_classes} classes but {data_root!r} has {len(classes)} '
                              'class folders')
@@ -184,72 +267,148 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
             raise ValueError(f'--sizes {bad_sizes} are not divisible by the patch size {patch} px of {name}; use '
                              f'multiples of {patch} (e.g. {ok}) or --model-kwargs dynamic_img_size=true '
                              'dynamic_img_pad=true')
+        if not is_zoo_model(model) and any(s != int(model.patch_embed.img_size[0]) for s in sizes):
+            if not hasattr(model, 'set_input_size'):
+                raise ValueError(f'{name} is not a zoo model and has no set_input_size: evaluate it at its '
+                                 'training size only')
         train_size = int(meta.get('img_size') or model.patch_embed.img_size[0])
         pretrained_cfg = getattr(model, 'pretrained_cfg', {}) or {}
         data_cfg = dict(meta.get('data_config') or resolve_data_config({}, model=model))
-        if args.crop_pct is not None:
-            data_cfg['crop_pct'] = args.crop_pct
+        for key in ('crop_pct', 'interpolation', 'mean', 'std'):
+            if getattr(args, key) is not None:
+                data_cfg[key] = getattr(args, key)
         seed = (meta.get('args') or {}).get('seed')
         label = args.label[i] if args.label else _short_name(name)
+        if args.channels_last:
+            model = model.to(memory_format=torch.channels_last)
         loaded.append(dict(model=model.eval(), name=name, label=label, seed=seed, train_size=train_size,
-                           data_cfg=data_cfg, checkpoint=entry['checkpoint'], tag=pretrained_cfg.get('tag')))
+                           data_cfg=data_cfg, checkpoint=entry['checkpoint'], tag=pretrained_cfg.get('tag'),
+                           weights='EMA' if args.use_ema else 'raw'))
     labels = [m['label'] for m in loaded]
     for m in loaded:
         if labels.count(m['label']) > 1 and not args.label:
             m['label'] += f' (seed {m["seed"]})' if m['seed'] is not None else f' #{labels.index(m["label"]) + 1}'
     if len({m['label'] for m in loaded}) != len(loaded):
-        m_labels = [m['label'] for m in loaded]
-        raise ValueError(f'model labels are not unique: {m_labels}; pass one --label per model')
+        raise ValueError(f'model labels are not unique: {[m["label"] for m in loaded]}; pass one --label per model')
+    return loaded
 
-    if os.path.isdir(args.output) and args.overwrite:
-        for n in ('results.csv', 'results.json', 'report.md', 'scaling.png'):
-            if os.path.exists(os.path.join(args.output, n)):
-                os.remove(os.path.join(args.output, n))
-    os.makedirs(args.output, exist_ok=True)
 
-    rows, datasets, unreadable = [], {}, {}
-    for m in loaded:
-        for size in sizes:
-            cfg = m['data_cfg']
-            key = (size, cfg['crop_pct'], cfg['interpolation'], tuple(cfg['mean']), tuple(cfg['std']))
-            if key not in datasets:
-                transform = create_transform((3, size, size), is_training=False, interpolation=cfg['interpolation'],
-                                             mean=tuple(cfg['mean']), std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])
-                datasets[key] = open_image_folder(args.data_dir, args.split, transform, args.max_per_class)
-            ds = datasets[key]
-            model = copy.deepcopy(m['model'])
-            if size != m['train_size']:
-                model.set_input_size(img_size=size)
-            model.to(device)
-            loader = DataLoader(ds, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
-                                collate_fn=collate_skip_bad, pin_memory=device.type == 'cuda')
-            with torch.no_grad():  # warm-up forward, so throughput excludes one-time costs
-                model(torch.zeros(min(args.batch_size, 8), 3, size, size, device=device))
-            counts = evaluate(model, loader, device, amp=args.amp,
-                              progress=None if args.no_progress else f'{m["label"]} @ {size}px')
-            for b in counts.bad:
-                unreadable[b.path] = b.error
-            row = dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'], pe=getattr(model, 'pe_name', ''),
-                       family=type(model.pe).family if hasattr(model, 'pe') else '', train_size=m['train_size'],
-                       size=size, scale=round(size / m['train_size'], 4), top1=counts.top1, top5=counts.top5,
-                       correct1=counts.correct1, correct5=counts.correct5, n=counts.n, unreadable=len(counts.bad),
-                       loss=counts.loss, images_per_s=counts.images_per_s, crop_pct=cfg['crop_pct'],
-                       interpolation=cfg['interpolation'])
-            rows.append(row)
-            _logger.info('%-24s %4d px  top1 %6.2f  top5 %6.2f  (%d/%d correct, %d unreadable)  %.0f img/s',
-                         m['label'], size, counts.top1, counts.top5, counts.correct1, counts.n, len(counts.bad),
-                         counts.images_per_s)
-            del model
+def _family(model) -> str:
+    return type(model.pe).family if is_zoo_model(model) else "timm's own"
+
+
+def _sweep(args, staged: bool) -> Dict[str, Any]:
+    sizes = sorted(dict.fromkeys(args.sizes))
+    device = torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
+    dtype = amp_dtype(args.amp or args.amp_dtype is not None, args.amp_dtype, device.type)
+    probe = _open_eval_folder(args)  # fails early on a missing / empty folder
+    classes, data_root = probe.classes, probe.root
+    loaded = _load_all(args, sizes, classes, data_root)
+    target = os.path.join(args.output, _STAGING) if staged else args.output
+    if os.path.isdir(os.path.join(args.output, _STAGING)):
+        shutil.rmtree(os.path.join(args.output, _STAGING))  # an earlier interrupted --overwrite
+    os.makedirs(target, exist_ok=True)
+    if staged:
+        _logger.info('writing the new results to %s; they replace the old report when the sweep is complete', target)
+
+    task = ImageClassificationTask(len(classes), channels_last=args.channels_last)
     crops = sorted({m['data_cfg']['crop_pct'] for m in loaded})
     interps = sorted({m['data_cfg']['interpolation'] for m in loaded})
+    models = [dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'], train_size=m['train_size'],
+                   family=_family(m['model']), weights=m['weights'],
+                   adaptation=getattr(getattr(m['model'], 'pe', None), 'adaptation', 'n/a')) for m in loaded]
     protocol = dict(data_root=data_root, num_classes=len(classes), sizes=sizes,
                     crop_pct=crops[0] if len(crops) == 1 else crops, interpolation=', '.join(interps),
-                    batch_size=args.batch_size, device=str(device), amp=args.amp, max_per_class=args.max_per_class,
-                    unreadable=sorted([p, e] for p, e in unreadable.items()), zero_shot=True)
-    models = [dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'], train_size=m['train_size'],
-                   family=type(m['model'].pe).family if hasattr(m['model'], 'pe') else '',
-                   adaptation=getattr(getattr(m['model'], 'pe', None), 'adaptation', 'n/a')) for m in loaded]
-    paths = write_report(rows, models, protocol, args.output, notes=args.note)
+                    batch_size=args.batch_size, device=str(device), amp=dtype is not None,
+                    amp_dtype=str(dtype).replace('torch.', '') if dtype is not None else None,
+                    max_per_class=args.max_per_class, unreadable=[], zero_shot=True,
+                    weights='EMA' if args.use_ema else 'raw')
+    total = len(loaded) * len(sizes)
+    rows: List[Dict[str, Any]] = []
+    datasets: Dict[tuple, Any] = {}
+    unreadable: Dict[str, str] = {}
+    paths: Dict[str, str] = {}
+    for m in loaded:
+        for size in sizes:
+            row = _eval_one(args, m, size, device, dtype, task, datasets, unreadable)
+            rows.append(row)
+            protocol['unreadable'] = sorted([p, e] for p, e in unreadable.items())
+            paths = write_report(rows, models, protocol, target, notes=args.note, total=total)
+    if staged:
+        for name in _RESULT_FILES:
+            os.replace(os.path.join(target, name), os.path.join(args.output, name))
+        shutil.rmtree(target)
+        paths = {k: os.path.join(args.output, os.path.basename(v)) for k, v in paths.items()}
+    if args.results_file:
+        write_results_file(args.results_file, rows)
+    failed = [r for r in rows if r.get('error')]
     if unreadable:
         _logger.warning('%d unreadable image(s) excluded from every count; listed in %s', len(unreadable), paths['md'])
-    return dict(rows=rows, paths=paths, unreadable=len(unreadable))
+    if failed:
+        _logger.warning('%d of %d evaluations failed (listed in %s): %s', len(failed), total, paths['md'],
+                        '; '.join(f'{r["label"]} @ {r["size"]} px: {r["error"]}' for r in failed[:3]))
+    return dict(rows=rows, paths=paths, unreadable=len(unreadable), failed=len(failed))
+
+
+def _eval_one(args, m: Dict[str, Any], size: int, device: torch.device, dtype, task, datasets: Dict[tuple, Any],
+              unreadable: Dict[str, str]) -> Dict[str, Any]:
+    """Evaluate one model at one size; a failure (out of memory, ...) becomes the row's ``error``."""
+    cfg = m['data_cfg']
+    row = dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'],
+               pe=getattr(m['model'], 'pe_name', '') or '', family=_family(m['model']), weights=m['weights'],
+               train_size=m['train_size'], size=size, scale=round(size / m['train_size'], 4), crop_pct=cfg['crop_pct'],
+               interpolation=cfg['interpolation'])
+    model = None
+    try:
+        key = (size, cfg['crop_pct'], cfg['interpolation'], tuple(cfg['mean']), tuple(cfg['std']))
+        if key not in datasets:
+            transform = create_transform((3, size, size), is_training=False, interpolation=cfg['interpolation'],
+                                         mean=tuple(cfg['mean']), std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])
+            datasets[key] = _open_eval_folder(args, transform)
+        ds = datasets[key]
+        model = copy.deepcopy(m['model'])
+        if size != m['train_size']:
+            model.set_input_size(img_size=size)
+        model.to(device)
+        loader = make_loader(ds, args.batch_size, args.workers, args.pin_mem and device.type == 'cuda')
+        _estimate(model, size, len(ds), args.batch_size, device, dtype, m['label'])
+        counts = evaluate(model, loader, device, task, dtype,
+                          progress=None if args.no_progress else f'{m["label"]} @ {size}px')
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:  # torch.OutOfMemoryError, a PE that cannot adapt to this grid, ...: record and go on
+        del model
+        if device.type == 'cuda':
+            torch.cuda.empty_cache()
+        detail = ' '.join(str(e).split())[:300]
+        _logger.error('%s @ %d px failed: %s: %s', m['label'], size, type(e).__name__, detail)
+        row.update(top1=float('nan'), top5=float('nan'), correct1=0, correct5=0, n=0, unreadable=0,
+                   loss=float('nan'), images_per_s=float('nan'), error=f'{type(e).__name__}: {detail}')
+        return row
+    for b in counts.bad:
+        unreadable[b.path] = b.error
+    row.update(top1=counts.top1, top5=counts.top5, correct1=counts.correct1, correct5=counts.correct5, n=counts.n,
+               unreadable=len(counts.bad), loss=counts.loss, images_per_s=counts.images_per_s, error='')
+    _logger.info('%-24s %4d px  top1 %6.2f  top5 %6.2f  (%d/%d correct, %d unreadable)  %.0f img/s',
+                 m['label'], size, counts.top1, counts.top5, counts.correct1, counts.n, len(counts.bad),
+                 counts.images_per_s)
+    return row
+
+
+@torch.no_grad()
+def _estimate(model, size: int, n_images: int, batch_size: int, device: torch.device, dtype, label: str) -> None:
+    """Warm up (so throughput excludes one-time costs), time one more small batch, and print a rough estimate of
+    the forward time for the whole folder at this size."""
+    from zoo.common.options import autocast
+    x = torch.zeros(min(batch_size, 8), 3, size, size, device=device)
+    with autocast(device.type, dtype):
+        model(x)
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        model(x)
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+    seconds = (time.perf_counter() - t0) / x.shape[0] * n_images
+    _logger.info('%s @ %d px: %d images, roughly %s of forward time (from one timed batch of %d)', label, size,
+                 n_images, f'{seconds:.0f} s' if seconds < 120 else f'{seconds / 60:.1f} min', x.shape[0])

@@ -1,7 +1,11 @@
 """Command-line options of ``zoo train`` and how they are layered.
 
-Precedence, lowest first: built-in defaults < the run's recorded options (``--resume``) < ``--config`` YAML <
-flags given on the command line.
+A new run: built-in defaults < ``--config`` YAML < flags given on the command line.
+
+``--resume``: the run's recorded options are restored, all of them. A flag (on the command line or in ``--config``)
+that contradicts a recorded value is an error naming both values, unless it is one of :data:`MAY_CHANGE_ON_RESUME`
+(a longer / shorter schedule, and options that do not change results). Fine-tuning into another recipe is a new run
+with ``--initial-checkpoint``.
 """
 from __future__ import annotations
 
@@ -11,45 +15,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-__all__ = ['build_train_parser', 'parse_train_args', 'parse_model_kwargs', 'load_yaml_config', 'check_device']
+from zoo.common.errors import ResumeMismatchError
+from zoo.common.options import INTERPOLATIONS, check_device, parse_model_kwargs
 
+__all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'MAY_CHANGE_ON_RESUME', 'SESSION_OPTIONS']
 
-def parse_model_kwargs(items: Optional[Sequence[str] | Dict[str, Any]]) -> Dict[str, Any]:
-    """Turn ``['patch_size=4', 'pe_kwargs.block_size=4']`` into ``{'patch_size': 4, 'pe_kwargs': {'block_size': 4}}``.
-
-    Values are parsed with ``yaml.safe_load`` (``4`` -> int, ``1e-3`` -> float, ``[0,1]`` -> list, ``true`` -> bool).
-    Dotted keys nest. A dict (from YAML) passes through, its dotted keys nested the same way.
-
-    Raises:
-        ValueError: an item without ``=`` or with an empty key.
-    """
-    if not items:
-        return {}
-    pairs = items.items() if isinstance(items, dict) else []
-    if not isinstance(items, dict):
-        parsed = []
-        for item in items:
-            key, sep, value = str(item).partition('=')
-            if not sep or not key.strip():
-                raise ValueError(f'--model-kwargs expects key=value items, got {item!r} (e.g. patch_size=4 '
-                                 'pe_kwargs.theta=10)')
-            try:
-                parsed.append((key.strip(), yaml.safe_load(value) if value.strip() else None))
-            except yaml.YAMLError as e:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise ValueError(f'--model-kwargs {item!r}: the value is not valid YAML ({first}); quote lists and '
-                                 'nested values, e.g. pe_kwargs.after_blocks=[0,1]') from None
-        pairs = parsed
-    out: Dict[str, Any] = {}
-    for key, value in pairs:
-        node = out
-        parts = str(key).split('.')
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ValueError(f'--model-kwargs key {key!r} nests under a non-dict value')
-        node[parts[-1]] = value
-    return out
+# Options that name the session rather than the run: never compared with the record.
+SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite')
+# Recorded options that a resumed run may change: the schedule length and options that do not change any result.
+MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file')
 
 
 def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
@@ -59,22 +33,30 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
         description='Train or fine-tune a zoo ViT on an ImageFolder dataset (DATA/train/<class>/*.jpg, DATA/val or '
                     'DATA/test). Writes OUTPUT/metrics.csv, checkpoint-last.pth and checkpoint-best.pth. '
                     'Multi-process: torchrun --nproc-per-node N -m zoo.train ...',
-        epilog='Precedence: defaults < recorded run options (--resume) < --config YAML < command-line flags. '
-               'Example: zoo train --config configs/cifar10_ape.yaml --output runs/ape --epochs 5')
+        epilog='Precedence: defaults < --config YAML < command-line flags. --resume restores every recorded option; '
+               'a flag contradicting the record is an error, except --epochs, --no-progress, --pin-mem and '
+               '--results-file. Example: zoo train --config configs/cifar10_ape.yaml --output runs/ape --epochs 5')
     g = p.add_argument_group('run')
     g.add_argument('--config', metavar='YAML', help='YAML file of options (keys as the flags, with underscores)')
-    g.add_argument('--output', metavar='DIR', help='output directory (refused if it exists, unless --resume or '
-                                                   '--overwrite)')
+    g.add_argument('--output', metavar='DIR', help='output directory (refused if it holds another run, unless '
+                                                   '--resume or --overwrite; locked while the run lasts)')
     g.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
                    help='continue a run: no value = OUTPUT/checkpoint-last.pth; restores epoch, optimizer, scheduler, '
-                        'scaler, EMA and the recorded options')
+                        'scaler, EMA and every recorded option (only --epochs, --no-progress, --pin-mem and '
+                        '--results-file may change)')
     g.add_argument('--overwrite', action='store_true', help='allow writing into an existing output dir')
     g.add_argument('--seed', type=int, default=0, help='random seed (each epoch reseeds from seed, epoch and rank)')
-    g.add_argument('--workers', type=int, default=2, help='data loader processes per rank')
+    g.add_argument('-j', '--workers', type=int, default=2, help='data loader processes per rank')
     g.add_argument('--device', default=None, help='torch device (default: cuda if available, else cpu)')
     g.add_argument('--threads', type=int, default=None, help='torch CPU threads per process (default: torch\'s)')
     g.add_argument('--amp', action='store_true', help='mixed precision (float16 + GradScaler on CUDA, bfloat16 on CPU)')
-    g.add_argument('--no-progress', action='store_true', help='no tqdm progress bar (log lines only)')
+    g.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: float16 on CUDA, '
+                                                     'bfloat16 on CPU); the GradScaler runs only for float16 on CUDA')
+    g.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
+    g.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loaders (faster host-to-GPU)')
+    g.add_argument('--no-progress', action='store_true', help='no tqdm progress bars (log lines only)')
+    g.add_argument('--results-file', metavar='PATH', help='also write the final results (one row) to this .csv '
+                                                          'or .json file')
 
     g = p.add_argument_group('data')
     g.add_argument('--data-dir', metavar='DIR', help='dataset root in ImageFolder layout')
@@ -92,6 +74,10 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
     g.add_argument('--aa', default=None, help='timm auto-augment policy, e.g. rand-m9-mstd0.5-inc1')
     g.add_argument('--reprob', type=float, default=0., help='random erasing probability')
     g.add_argument('--max-train-per-class', type=int, default=None, help='use only the first N images per class')
+    g.add_argument('--max-val-per-class', type=int, default=None,
+                   help='validate on only the first N images per class (faster epochs on a large validation split)')
+    g.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line (line i = '
+                                                      'class i); folders not listed are left out')
 
     g = p.add_argument_group('model')
     g.add_argument('--model', help='registered model name (see `zoo list`)')
@@ -108,7 +94,9 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
 
     g = p.add_argument_group('optimisation')
     g.add_argument('--epochs', type=int, default=10, help='training epochs')
-    g.add_argument('--batch-size', type=int, default=128, help='batch size per process')
+    g.add_argument('-b', '--batch-size', type=int, default=128, help='batch size per process')
+    g.add_argument('--grad-accum-steps', type=int, default=1,
+                   help='accumulate gradients over N batches per optimizer step (effective batch N x --batch-size)')
     g.add_argument('--opt', default='adamw', help='timm optimizer name')
     g.add_argument('--lr', type=float, default=1e-3, help='peak learning rate')
     g.add_argument('--weight-decay', type=float, default=0.05, help='weight decay (not applied to no_weight_decay '
@@ -201,30 +189,6 @@ def _check_config_value(path: str, action: argparse.Action, value: Any) -> Any:
     return [one(v) for v in value]
 
 
-_INTERPOLATIONS = ('bilinear', 'bicubic', 'nearest', 'box', 'hamming', 'lanczos')
-
-
-def check_device(device: Optional[str], flag: str = '--device') -> None:
-    """Raise ``ValueError`` for a device string torch does not parse, or a CUDA / MPS device that is not there."""
-    if device is None:
-        return
-    import torch
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f'{flag} {device!r} is not a torch device (e.g. cpu, cuda, cuda:1)') from None
-    if dev.type == 'cuda':
-        if not torch.cuda.is_available():
-            raise ValueError(f'{flag} {device!r}: CUDA is not available on this machine; use --device cpu')
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f'{flag} {device!r}: only {torch.cuda.device_count()} CUDA device(s) here')
-    elif dev.type == 'mps':
-        if not (getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()):
-            raise ValueError(f'{flag} {device!r}: MPS is not available on this machine; use --device cpu')
-    elif dev.type != 'cpu':
-        raise ValueError(f'{flag} {device!r}: only cpu, cuda and mps devices are supported')
-
-
 def _validate(args: argparse.Namespace) -> None:
     """Ranges and choices of the options; ``ValueError`` naming the flag."""
     def bad(flag: str, value: Any, need: str) -> None:
@@ -234,11 +198,17 @@ def _validate(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             bad(flag, getattr(args, name), 'at least 1')
     for flag, name in (('--max-train-per-class', 'max_train_per_class'), ('--img-size', 'img_size'),
-                       ('--threads', 'threads')):
+                       ('--threads', 'threads'), ('--max-val-per-class', 'max_val_per_class')):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             bad(flag, getattr(args, name), 'at least 1')
     if args.workers < 0:
         bad('--workers', args.workers, '0 or more')
+    if args.grad_accum_steps < 1:
+        bad('--grad-accum-steps', args.grad_accum_steps, 'at least 1')
+    if args.amp_dtype is not None and args.amp_dtype not in ('float16', 'bfloat16'):
+        bad('--amp-dtype', args.amp_dtype, 'float16 or bfloat16')
+    if args.results_file and not args.results_file.lower().endswith(('.csv', '.json')):
+        bad('--results-file', args.results_file, 'a .csv or .json path')
     if not 0 <= args.smoothing < 1:
         bad('--smoothing', args.smoothing, 'in [0, 1)')
     if not 0 <= args.drop_path < 1:
@@ -265,8 +235,8 @@ def _validate(args: argparse.Namespace) -> None:
         bad('--ratio', list(args.ratio), 'MIN MAX with 0 < MIN <= MAX')
     if args.std is not None and any(v <= 0 for v in args.std):
         bad('--std', list(args.std), 'positive')
-    if args.interpolation is not None and args.interpolation not in _INTERPOLATIONS:
-        bad('--interpolation', args.interpolation, f'one of {", ".join(_INTERPOLATIONS)}')
+    if args.interpolation is not None and args.interpolation not in INTERPOLATIONS:
+        bad('--interpolation', args.interpolation, f'one of {", ".join(INTERPOLATIONS)}')
     if args.aa:
         from timm.data import create_transform
         try:
@@ -278,17 +248,50 @@ def _validate(args: argparse.Namespace) -> None:
     check_device(args.device)
 
 
-# Recorded options that describe the session rather than the run; a resumed run takes them from the new command.
-_SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite', 'workers', 'device', 'threads', 'no_progress')
+def _explicit(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> Dict[str, Any]:
+    """The options given on the command line (not their defaults), as parsed values."""
+    quiet = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    for action in parser._actions:
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            kw = dict(dest=action.dest, default=argparse.SUPPRESS)
+            if isinstance(action, argparse._StoreTrueAction):
+                kw['action'] = 'store_true'
+            else:
+                kw.update(nargs=action.nargs, type=action.type, const=action.const)
+            quiet.add_argument(*action.option_strings, **kw)
+    return vars(quiet.parse_known_args(argv)[0])
+
+
+def _norm(key: str, value: Any) -> Any:
+    """A comparable form of an option value (lists for tuples, nested model kwargs, absolute paths)."""
+    if key == 'model_kwargs':
+        return _plain(parse_model_kwargs(value))
+    if key in ('data_dir', 'class_map', 'initial_checkpoint') and isinstance(value, str):
+        return os.path.abspath(value)
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+
+def _flag(key: str) -> str:
+    return '--' + key.replace('_', '-')
 
 
 def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[str, Any]] = None,
                      check_required: bool = True, default_output: Optional[str] = None) -> argparse.Namespace:
-    """Parse ``zoo train`` options with the documented precedence.
+    """Parse ``zoo train`` options.
 
     Args:
         argv: command-line arguments (without the program / subcommand name).
-        recorded: the options of the run being resumed, if any.
+        recorded: the options of the run being resumed: all restored; a given flag contradicting one is an error
+            unless in :data:`MAY_CHANGE_ON_RESUME`.
         check_required: raise when a required option is missing and validate values (off for the first pass that
             finds the run dir).
         default_output: ``--output`` when given nowhere (``--resume PATH``: the checkpoint's folder).
@@ -296,15 +299,33 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     Raises:
         ValueError / FileNotFoundError: bad config file, an option value out of range / of the wrong type, or a
             required option (``--model``, ``--data-dir``, ``--output``) given nowhere.
+        ResumeMismatchError: with ``recorded``, a given option that contradicts the record (both values named).
     """
     parser = build_train_parser()
     args = parser.parse_args(argv)
-    layers: Dict[str, Any] = {}
+    given = _explicit(parser, argv)
+    config = load_yaml_config(args.config, parser) if args.config else {}
     if recorded:
         known = {a.dest for a in parser._actions}
-        layers.update({k: v for k, v in recorded.items() if k in known and k not in _SESSION_OPTIONS})
-    if args.config:
-        layers.update(load_yaml_config(args.config, parser))
+        base = {k: v for k, v in recorded.items() if k in known and k not in SESSION_OPTIONS}
+        conflicts = []
+        for source, values in (('--config ' + str(args.config), config), ('the command line', given)):
+            for key, value in values.items():
+                if key in SESSION_OPTIONS or key in MAY_CHANGE_ON_RESUME:
+                    continue
+                old = base[key] if key in base else parser.get_default(key)
+                if _norm(key, value) != _norm(key, old):
+                    conflicts.append(f'{_flag(key)} {_show(value)} (from {source}) but the run recorded '
+                                     f'{_show(old)}')
+        if conflicts:
+            raise ResumeMismatchError(
+                '--resume restores the recorded options, and ' + '; '.join(conflicts) + '. Drop those flags to '
+                'continue the run as recorded, or start a new run with --initial-checkpoint and a new --output; '
+                f'only {", ".join(_flag(k) for k in MAY_CHANGE_ON_RESUME)} may change on --resume')
+        layers = dict(base)
+        layers.update({k: v for k, v in config.items() if k in MAY_CHANGE_ON_RESUME or k in SESSION_OPTIONS})
+    else:
+        layers = config
     if layers:
         parser.set_defaults(**layers)
         args = parser.parse_args(argv)
@@ -320,3 +341,11 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     if check_required:
         _validate(args)
     return args
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ' '.join(map(str, value)) if value else '(none)'
+    if isinstance(value, dict):
+        return ' '.join(f'{k}={v}' for k, v in value.items()) or '(none)'
+    return 'unset' if value is None else str(value)

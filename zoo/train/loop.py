@@ -1,171 +1,106 @@
-"""``zoo train``: the training loop on timm's factories.
+"""``zoo train``: the training loop on timm's factories and utilities.
 
-One epoch = one pass over the training split; after it, rank 0 validates, writes ``checkpoint-last.pth`` atomically,
-updates ``metrics.csv`` and copies the checkpoint to ``checkpoint-best.pth`` when top-1 improves. A run killed
-mid-epoch therefore loses at most that epoch, and ``--resume`` repeats it exactly: every epoch reseeds Python, NumPy
-and torch from ``(seed, epoch, rank)`` and the sampler from ``(seed, epoch)``, so the data order, augmentations,
-mixup draws and dropout of a resumed run are those of an uninterrupted one.
+One epoch = one pass over the training split; after it, rank 0 validates and writes ``checkpoint-best.pth`` (when
+top-1 improved) and ``checkpoint-last.pth``, each replaced atomically, then ``metrics.csv``. A run killed mid-epoch
+loses at most that epoch, and ``--resume`` repeats it exactly: every recorded option is restored (see
+:mod:`zoo.train.args`), every epoch reseeds Python, NumPy and torch from ``(seed, epoch, rank)`` and the sampler from
+``(seed, epoch)``, so the data order, augmentations, mixup draws and dropout of a resumed run are those of an
+uninterrupted one and ``metrics.csv`` comes out byte for byte the same. Wall times go to ``summary.csv`` (timm's
+``update_summary`` format, appended per session) instead.
 
-Multi-process: launch with ``torchrun --nproc-per-node N -m zoo.train ...`` (DDP; ``gloo`` on CPU, ``nccl`` on CUDA).
-``--batch-size`` is per process; only rank 0 writes files.
+The output directory is locked for the run (:class:`zoo.common.rundir.RunDirLock`); temp files of an interrupted
+write are removed when the next run takes it. A finished run exports ``model.safetensors`` (and
+``model_ema.safetensors``) next to its checkpoints.
+
+What is trained is a :class:`zoo.common.task.Task` (here :class:`~zoo.common.task.ImageClassificationTask`): the loop
+itself never looks inside a batch.
+
+Multi-process: launch with ``torchrun --nproc-per-node N -m zoo.train ...`` (DDP; ``gloo`` on CPU, ``nccl`` on CUDA,
+set up by timm's ``init_distributed_device_so``). ``--batch-size`` is per process; only rank 0 writes files.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import logging
 import math
 import os
-import random
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import yaml
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
+from torch.utils.data import DistributedSampler, RandomSampler, Subset
 from tqdm import tqdm
 
-from timm.data import Mixup, create_transform, resolve_data_config
-from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.data import create_transform, resolve_data_config
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
-from timm.utils import ModelEmaV3
+from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, random_seed, update_summary
+from timm.utils.distributed import init_distributed_device_so
 
-from zoo.datasets import SafeImageFolder, collate_skip_bad, find_split
-from zoo.eval.accuracy import evaluate
+from zoo.common.build import check_model_identity, create_zoo_model, load_weights
+from zoo.common.data import make_loader, open_folder
+from zoo.common.errors import OutputDirError
+from zoo.common.evaluate import evaluate
+from zoo.common.io import (TMP_PREFIX, checkpoint_meta, clean_temp_files, load_checkpoint, save_checkpoint_files,
+                           save_safetensors, write_results_file, write_text_atomic)
+from zoo.common.options import amp_dtype, autocast, resolve_device
+from zoo.common.rundir import LOCK_NAME, RunDirLock
+from zoo.common.task import ImageClassificationTask, Task
+from zoo.datasets import find_split
 from .args import parse_train_args
-from .build import create_zoo_model, load_weights
-from .checkpoint import checkpoint_meta, copy_atomic, load_checkpoint, save_atomic
 
-__all__ = ['train', 'train_one_epoch', 'seed_epoch']
+__all__ = ['train', 'train_one_epoch', 'seed_epoch', 'METRIC_FIELDS']
 
 _logger = logging.getLogger('zoo.train')
 
+# metrics.csv: results only (no wall times), so a resumed run's file equals an uninterrupted run's byte for byte.
 METRIC_FIELDS = ['epoch', 'lr', 'train_loss', 'val_loss', 'val_top1', 'val_top5', 'ema_top1', 'train_unreadable',
-                 'val_unreadable', 'epoch_s']
+                 'val_unreadable']
 
 
 def seed_epoch(seed: int, epoch: int, rank: int = 0) -> None:
-    """Seed Python, NumPy and torch from ``(seed, epoch, rank)``; called at the start of every epoch."""
-    s = (seed * 1_000_003 + epoch * 10_007 + rank * 101) % 2 ** 32
-    random.seed(s)
-    np.random.seed(s)
-    torch.manual_seed(s)
+    """Seed Python, NumPy and torch (timm's ``random_seed``) from ``(seed, epoch, rank)``; called every epoch."""
+    random_seed((seed * 1_000_003 + epoch * 10_007) % 2 ** 31, rank * 101)
 
+
+# ---- options and the output directory ---------------------------------------------------------------------------
 
 # Files a run writes before its first checkpoint (older versions wrote args.yaml at start): a dir holding only these
 # is a run that crashed before saving anything, which the same command may start again.
-_PRE_CHECKPOINT_FILES = ('args.yaml', 'args.yaml.tmp', 'metrics.csv.tmp')
+_PRE_CHECKPOINT_FILES = ('args.yaml', 'args.yaml.tmp', 'metrics.csv.tmp', LOCK_NAME)
 
 
 def _has_checkpoint(out: str) -> bool:
     return any(os.path.isfile(os.path.join(out, n)) for n in ('checkpoint-last.pth', 'checkpoint-best.pth'))
 
 
-def _only_pre_checkpoint_files(out: str) -> bool:
-    return all(n in _PRE_CHECKPOINT_FILES or n.startswith('.tmp-') for n in os.listdir(out))
+def _check_output(args, resuming: bool) -> None:
+    """Refuse an output dir holding another run unless resuming or ``--overwrite`` (called while holding its lock).
 
-
-def _prepare_output(args, resuming: bool) -> None:
-    """Refuse an existing, non-empty output dir unless resuming or ``--overwrite`` (checked on every rank).
-
-    A dir holding only what a run writes before its first checkpoint (``args.yaml``) counts as empty.
+    A dir holding only what a run writes before its first checkpoint (``args.yaml``), the lock and temp files counts
+    as empty.
     """
     out = args.output
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f'--output {out!r} is a file, not a directory')
-    if resuming or not os.path.isdir(out) or not os.listdir(out):
+    if resuming or not os.path.isdir(out):
         return
-    if not _has_checkpoint(out) and _only_pre_checkpoint_files(out):
+    if all(n in _PRE_CHECKPOINT_FILES or n.startswith(TMP_PREFIX) for n in os.listdir(out)):
         return
     if not args.overwrite:
-        raise ValueError(f'output dir {out!r} already exists; pass --resume to continue that run, --overwrite to '
-                         'replace its files, or choose another --output')
-
-
-def _dist_info() -> tuple:
-    world = int(os.environ.get('WORLD_SIZE', '1'))
-    rank = int(os.environ.get('RANK', '0'))
-    local_rank = int(os.environ.get('LOCAL_RANK', '0'))
-    return world, rank, local_rank
-
-
-def _write_metrics(path: str, history: List[Dict[str, Any]]) -> None:
-    tmp = path + '.tmp'
-    with open(tmp, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=METRIC_FIELDS, extrasaction='ignore')
-        writer.writeheader()
-        writer.writerows(history)
-    os.replace(tmp, path)
-
-
-def _plain(value: Any) -> Any:
-    """Options as YAML/torch-safe primitives (tuples become lists)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _autocast(device: torch.device, enabled: bool):
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.float16 if device.type == 'cuda' else torch.bfloat16)
-
-
-def train_one_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer, scheduler, loss_fn,
-                    device: torch.device, epoch: int, num_updates: int, mixup: Optional[Mixup] = None,
-                    scaler=None, ema: Optional[ModelEmaV3] = None, amp: bool = False,
-                    clip_grad: Optional[float] = None, progress: bool = True) -> Dict[str, Any]:
-    """One pass over ``loader``. Returns ``loss`` (mean per image), ``num_updates`` (total so far), ``unreadable``
-    (count) and ``bad`` (the unreadable :class:`zoo.datasets.BadSample` s)."""
-    model.train()
-    loss_sum, seen, unreadable, bad_samples = 0., 0, 0, []
-    bar = tqdm(loader, desc=f'epoch {epoch + 1}', leave=False, dynamic_ncols=True, disable=not progress)
-    for images, targets, bad in bar:
-        unreadable += len(bad)
-        bad_samples.extend(bad)
-        if mixup is not None and targets.numel() % 2:
-            images, targets = images[:-1], targets[:-1]  # mixup pairs samples: keep the batch even
-        if targets.numel() == 0:
-            continue
-        images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-        if mixup is not None:
-            images, targets = mixup(images, targets)
-        with _autocast(device, amp):
-            loss = loss_fn(model(images), targets)
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(f'loss is {loss.item()} at epoch {epoch + 1}; lower --lr or disable --amp')
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            if clip_grad:
-                scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            if clip_grad:
-                nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
-            optimizer.step()
-        num_updates += 1
-        scheduler.step_update(num_updates=num_updates)
-        if ema is not None:
-            ema.update(getattr(model, 'module', model), step=num_updates)  # unwrap DDP
-        loss_sum += loss.item() * targets.shape[0]
-        seen += targets.shape[0]
-        bar.set_postfix(loss=f'{loss_sum / seen:.3f}', lr=f'{optimizer.param_groups[0]["lr"]:.2e}')
-    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable, bad=bad_samples)
+        raise OutputDirError(f'output dir {out!r} already exists; pass --resume to continue that run, --overwrite to '
+                             'replace its files, or choose another --output')
 
 
 def _parse(argv: Optional[List[str]]):
     """Options, plus the checkpoint to resume from (or ``None``)."""
     first = parse_train_args(argv, check_required=False)
+    if first.output and os.path.exists(first.output) and not os.path.isdir(first.output):
+        raise OutputDirError(f'--output {first.output!r} is a file, not a directory; choose another --output')
     if not first.resume:
         return parse_train_args(argv), None
     if first.resume == 'auto':
@@ -187,28 +122,8 @@ def _parse(argv: Optional[List[str]]):
         raise ValueError(f'{path!r} is not a zoo training checkpoint (no recorded options or optimizer state); use '
                          '--initial-checkpoint to start a new run from its weights')
     args = parse_train_args(argv, recorded=recorded, default_output=os.path.dirname(os.path.abspath(path)))
-    _check_same_model(args, recorded, checkpoint_meta(ckpt), path)
     _check_not_older(args, ckpt, path)
     return args, ckpt
-
-
-def _check_same_model(args, recorded: Dict[str, Any], meta: Dict[str, Any], path: str) -> None:
-    """``--resume`` continues the recorded model: a changed ``--model`` / ``--model-kwargs`` / ``--img-size`` is
-    refused (fine-tuning into another model is ``--initial-checkpoint``)."""
-    from .args import parse_model_kwargs
-    changes = []
-    if args.model != recorded.get('model'):
-        changes.append(f'--model {args.model} (recorded {recorded.get("model")})')
-    old_kwargs = parse_model_kwargs(recorded.get('model_kwargs'))
-    if _plain(args.model_kwargs) != _plain(old_kwargs):
-        changes.append(f'--model-kwargs {args.model_kwargs} (recorded {old_kwargs})')
-    old_size = meta.get('img_size') if meta.get('img_size') is not None else recorded.get('img_size')
-    if args.img_size is not None and old_size is not None and int(args.img_size) != int(old_size):
-        changes.append(f'--img-size {args.img_size} (recorded {old_size})')
-    if changes:
-        raise ValueError(f'--resume {path!r} continues the recorded model, but {"; ".join(changes)}; to fine-tune '
-                         'its weights into another model or size, start a new run with --initial-checkpoint '
-                         f'{path} and a new --output')
 
 
 def _check_not_older(args, ckpt: Dict[str, Any], path: str) -> None:
@@ -230,6 +145,17 @@ def _check_not_older(args, ckpt: Dict[str, Any], path: str) -> None:
                          'choose another --output')
 
 
+def _plain(value: Any) -> Any:
+    """Options as YAML/torch-safe primitives (tuples become lists)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---- entry point ----------------------------------------------------------------------------------------------------
+
 def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     """Run ``zoo train`` with command-line style arguments.
 
@@ -237,206 +163,354 @@ def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         ``output`` (dir), ``epochs`` (completed), ``best_top1``, ``best_epoch`` and ``history`` (per-epoch metrics).
 
     Raises:
-        ValueError / FileNotFoundError: user errors (bad options, missing data, unknown model, existing output dir,
-            incompatible checkpoint); the CLI prints them as one line.
+        ValueError / FileNotFoundError / zoo.common.errors.ZooError: user errors (bad options, missing data, unknown
+            model, output dir in use or holding another run, incompatible checkpoint, a ``--resume`` flag that
+            contradicts the record); the CLI prints them as one line.
     """
     args, ckpt = _parse(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    world, rank, local_rank = _dist_info()
-    _prepare_output(args, resuming=ckpt is not None)
-    if args.max_train_per_class is not None and args.max_train_per_class < 1:
-        raise ValueError(f'--max-train-per-class {args.max_train_per_class}: must be at least 1')
-    train_dir = find_split(args.data_dir, [args.train_split], 'training')
-    val_dir = find_split(args.data_dir, [args.val_split] if args.val_split else ['val', 'test'], 'validation')
-
-    if args.device:
-        device = torch.device(args.device)
-    else:
-        device = torch.device(f'cuda:{local_rank}' if torch.cuda.is_available() else 'cpu')
-    distributed = world > 1
-    if distributed:
-        if device.type == 'cuda':
-            torch.cuda.set_device(device)
-        dist.init_process_group(backend='nccl' if device.type == 'cuda' else 'gloo')
+    dist_info = init_distributed_device_so(device=resolve_device(args.device, int(os.environ.get('LOCAL_RANK', 0))))
+    device, world, rank = torch.device(dist_info['device']), dist_info['world_size'], dist_info['global_rank']
+    lock = RunDirLock(args.output, 'zoo train')
     try:
-        return _train(args, ckpt, train_dir, val_dir, device, world, rank)
+        error = None
+        if rank == 0:
+            try:
+                lock.acquire()
+                _check_output(args, resuming=ckpt is not None)
+                clean_temp_files(args.output)
+            except Exception as e:  # every rank must learn of it, or the others would wait for rank 0 forever
+                error = e
+        if world > 1:
+            message = [None if error is None else f'{type(error).__name__}: {error}']
+            dist.broadcast_object_list(message, src=0)
+            if message[0] is not None and error is None:
+                raise OutputDirError(f'rank 0 could not take the output dir: {message[0]}')
+        if error is not None:
+            raise error
+        return _Run(args, ckpt, device, world, rank).fit()
     finally:
-        if distributed and dist.is_initialized():
+        lock.release()
+        if world > 1 and dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(args, ckpt, train_dir: str, val_dir: str, device: torch.device, world: int, rank: int) -> Dict[str, Any]:
-    distributed, is_main = world > 1, rank == 0
-    seed_epoch(args.seed, -1, rank)  # model init
-    train_ds = SafeImageFolder(train_dir, max_per_class=args.max_train_per_class, data_root=args.data_dir)
-    val_ds = SafeImageFolder(val_dir, data_root=args.data_dir)
-    if train_ds.classes != val_ds.classes:
-        raise ValueError(f'class folders differ between {train_dir!r} ({len(train_ds.classes)}) and {val_dir!r} '
-                         f'({len(val_ds.classes)}): {sorted(set(train_ds.classes) ^ set(val_ds.classes))[:10]}')
+# ---- one training step, one epoch -----------------------------------------------------------------------------------
 
-    model = create_zoo_model(args.model, args.model_kwargs, img_size=args.img_size, num_classes=len(train_ds.classes),
-                             pretrained=args.pretrained, drop_path_rate=args.drop_path)
-    img_size = int(model.patch_embed.img_size[0]) if args.img_size is None else args.img_size
-    data_cfg = resolve_data_config(dict(input_size=(3, img_size, img_size), crop_pct=args.crop_pct,
-                                        interpolation=args.interpolation, mean=args.mean, std=args.std), model=model)
-    data_cfg = _plain(data_cfg)
-    train_ds.transform = create_transform(
-        data_cfg['input_size'], is_training=True, scale=args.scale, ratio=args.ratio, hflip=args.hflip,
-        color_jitter=args.color_jitter or None, auto_augment=args.aa, interpolation=data_cfg['interpolation'],
-        mean=data_cfg['mean'], std=data_cfg['std'], re_prob=args.reprob)
-    val_ds.transform = create_transform(data_cfg['input_size'], is_training=False,
-                                        interpolation=data_cfg['interpolation'], mean=data_cfg['mean'],
-                                        std=data_cfg['std'], crop_pct=data_cfg['crop_pct'])
+def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, scheduler, task: Task,
+                    device: torch.device, epoch: int, num_updates: int, scaler: Optional[NativeScaler] = None,
+                    ema: Optional[ModelEmaV3] = None, amp_dtype: Optional[torch.dtype] = None,
+                    clip_grad: Optional[float] = None, accum_steps: int = 1, progress: bool = True) -> Dict[str, Any]:
+    """One pass over ``loader``, one optimizer update every ``accum_steps`` batches (and at the end).
 
-    if args.initial_checkpoint and ckpt is None:
-        load_weights(model, args.initial_checkpoint)
-        _logger.info('initial weights: %s', args.initial_checkpoint)
-    model.to(device)
+    Returns:
+        ``loss`` (mean per sample), ``num_updates`` (total so far), ``unreadable`` (count) and ``bad`` (the
+        unreadable :class:`zoo.datasets.BadSample` s).
 
-    optimizer = create_optimizer_v2(model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
-    per_rank = len(train_ds) // world
-    drop_last = per_rank > args.batch_size
-    if distributed:
-        sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
-                                     drop_last=True)
-        generator = None
-    else:
-        generator = torch.Generator()
-        sampler = RandomSampler(train_ds, generator=generator)
-    train_loader = DataLoader(train_ds, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                              collate_fn=collate_skip_bad, drop_last=drop_last, pin_memory=device.type == 'cuda')
-    val_part = Subset(val_ds, range(rank, len(val_ds), world)) if distributed else val_ds
-    val_loader = DataLoader(val_part, batch_size=args.batch_size, shuffle=False, num_workers=args.workers,
-                            collate_fn=collate_skip_bad, pin_memory=device.type == 'cuda')
-    if len(train_loader) == 0:
-        raise ValueError(f'{train_dir!r} has {len(train_ds)} images, fewer than one batch per process '
-                         f'({args.batch_size} x {world}); lower --batch-size')
-    scheduler, _ = create_scheduler_v2(optimizer, sched=args.sched, num_epochs=args.epochs,
-                                       warmup_epochs=args.warmup_epochs, warmup_lr=args.warmup_lr,
-                                       min_lr=args.min_lr, step_on_epochs=False, updates_per_epoch=len(train_loader))
+    Raises:
+        FloatingPointError: a non-finite loss.
+    """
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum, seen, unreadable, bad_samples, pending = 0., 0, 0, [], 0
+    n_batches = len(loader)
+    params = [p for p in model.parameters() if p.requires_grad]
+    bar = tqdm(loader, desc=f'epoch {epoch + 1}', leave=False, dynamic_ncols=True, disable=not progress)
+    for idx, raw in enumerate(bar):
+        need_update = idx + 1 == n_batches or (idx + 1) % accum_steps == 0
+        batch = task.to_batch(raw, device, train=True)
+        unreadable += len(batch.bad)
+        bad_samples.extend(batch.bad)
+        if batch.size:
+            sync = contextlib.nullcontext() if need_update or not hasattr(model, 'no_sync') else model.no_sync()
+            with sync:
+                with autocast(device.type, amp_dtype):
+                    loss = task.loss(task.forward(model, batch), batch)
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(f'loss is {loss.item()} at epoch {epoch + 1}; lower --lr or drop --amp')
+                if scaler is not None:
+                    scaler(loss / accum_steps, optimizer, clip_grad=clip_grad, parameters=params,
+                           need_update=need_update)
+                else:
+                    (loss / accum_steps).backward()
+            pending += 1
+            loss_sum += loss.item() * batch.size
+            seen += batch.size
+        if need_update and pending:
+            if scaler is None:
+                if clip_grad:
+                    dispatch_clip_grad(params, clip_grad)
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            pending = 0
+            num_updates += 1
+            scheduler.step_update(num_updates=num_updates)
+            if ema is not None:
+                ema.update(getattr(model, 'module', model), step=num_updates)  # unwrap DDP
+        bar.set_postfix(loss=f'{loss_sum / max(seen, 1):.3f}', lr=f'{optimizer.param_groups[0]["lr"]:.2e}')
+    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable, bad=bad_samples)
 
-    mixup = None
-    if args.mixup > 0 or args.cutmix > 0:
-        mixup = Mixup(mixup_alpha=args.mixup, cutmix_alpha=args.cutmix, prob=args.mixup_prob,
-                      label_smoothing=args.smoothing, num_classes=len(train_ds.classes))
-        loss_fn = SoftTargetCrossEntropy()
-    elif args.smoothing > 0:
-        loss_fn = LabelSmoothingCrossEntropy(smoothing=args.smoothing)
-    else:
-        loss_fn = nn.CrossEntropyLoss()
-    scaler = torch.amp.GradScaler('cuda') if args.amp and device.type == 'cuda' else None
-    ema = ModelEmaV3(model, decay=args.model_ema_decay) if args.model_ema else None
 
-    start_epoch, history, best_top1, best_epoch = 0, [], -1., -1
-    if ckpt is not None:
+# ---- a run ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Data:
+    train_loader: Any
+    val_loader: Any
+    sampler: Any
+    generator: Optional[torch.Generator]
+    classes: List[str]
+    n_train: int
+    n_val: int
+    data_cfg: Dict[str, Any]
+
+
+class _Run:
+    """The state of one ``zoo train`` session: built in ``__init__``, trained by :meth:`fit`."""
+
+    def __init__(self, args, ckpt: Optional[Dict[str, Any]], device: torch.device, world: int, rank: int):
+        self.args, self.ckpt, self.device, self.world, self.rank = args, ckpt, device, world, rank
+        self.is_main = rank == 0
+        self.progress = self.is_main and not args.no_progress
+        seed_epoch(args.seed, -1, rank)  # model init
+        train_ds, val_ds = self._datasets()
+        self.model = create_zoo_model(args.model, args.model_kwargs, img_size=args.img_size,
+                                      num_classes=len(train_ds.classes), pretrained=args.pretrained,
+                                      drop_path_rate=args.drop_path)
+        self.img_size = int(self.model.patch_embed.img_size[0]) if args.img_size is None else args.img_size
+        self.data = self._loaders(train_ds, val_ds)
+        if args.initial_checkpoint and ckpt is None:
+            load_weights(self.model, args.initial_checkpoint)
+            _logger.info('initial weights: %s', args.initial_checkpoint)
+        self.model.to(device)
+        if args.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        self.task = ImageClassificationTask(len(self.data.classes), smoothing=args.smoothing, mixup=args.mixup,
+                                            cutmix=args.cutmix, mixup_prob=args.mixup_prob,
+                                            channels_last=args.channels_last)
+        self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
+        self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
+        self.updates_per_epoch = math.ceil(len(self.data.train_loader) / args.grad_accum_steps)
+        self.scheduler, _ = create_scheduler_v2(
+            self.optimizer, sched=args.sched, num_epochs=args.epochs, warmup_epochs=args.warmup_epochs,
+            warmup_lr=args.warmup_lr, min_lr=args.min_lr, step_on_epochs=False,
+            updates_per_epoch=self.updates_per_epoch)
+        self.scaler = NativeScaler(device=device.type) \
+            if self.amp_dtype == torch.float16 and device.type == 'cuda' else None
+        self.ema = ModelEmaV3(self.model, decay=args.model_ema_decay) if args.model_ema else None
+        self.start_epoch, self.history, self.best_top1, self.best_epoch = 0, [], -1., -1
+        if ckpt is not None:
+            self._restore(ckpt)
+        self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
+                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size,
+                         num_classes=len(self.data.classes), class_names=list(self.data.classes),
+                         data_config=self.data.data_cfg, args=_plain(vars(args)), world_size=world)
+
+    def _datasets(self):
+        args = self.args
+        if args.max_train_per_class is not None and args.max_train_per_class < 1:
+            raise ValueError(f'--max-train-per-class {args.max_train_per_class}: must be at least 1')
+        train_dir = find_split(args.data_dir, [args.train_split], 'training')
+        val_dir = find_split(args.data_dir, [args.val_split] if args.val_split else ['val', 'test'], 'validation')
+        train_ds = open_folder(train_dir, args.data_dir, args.max_train_per_class, args.class_map)
+        val_ds = open_folder(val_dir, args.data_dir, args.max_val_per_class, args.class_map)
+        if train_ds.classes != val_ds.classes:
+            raise ValueError(f'class folders differ between {train_dir!r} ({len(train_ds.classes)}) and {val_dir!r} '
+                             f'({len(val_ds.classes)}): {sorted(set(train_ds.classes) ^ set(val_ds.classes))[:10]}; '
+                             'give both splits the same class folders (or a --class-map)')
+        self.train_dir = train_dir
+        return train_ds, val_ds
+
+    def _loaders(self, train_ds, val_ds) -> _Data:
+        args, world, rank = self.args, self.world, self.rank
+        data_cfg = resolve_data_config(dict(input_size=(3, self.img_size, self.img_size), crop_pct=args.crop_pct,
+                                            interpolation=args.interpolation, mean=args.mean, std=args.std),
+                                       model=self.model)
+        data_cfg = _plain(data_cfg)
+        train_ds.transform = create_transform(
+            data_cfg['input_size'], is_training=True, scale=args.scale, ratio=args.ratio, hflip=args.hflip,
+            color_jitter=args.color_jitter or None, auto_augment=args.aa, interpolation=data_cfg['interpolation'],
+            mean=data_cfg['mean'], std=data_cfg['std'], re_prob=args.reprob)
+        val_ds.transform = create_transform(data_cfg['input_size'], is_training=False,
+                                            interpolation=data_cfg['interpolation'], mean=data_cfg['mean'],
+                                            std=data_cfg['std'], crop_pct=data_cfg['crop_pct'])
+        pin = args.pin_mem and self.device.type == 'cuda'
+        drop_last = len(train_ds) // world > args.batch_size
+        if world > 1:
+            sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
+                                         drop_last=True)
+            generator = None
+        else:
+            generator = torch.Generator()
+            sampler = RandomSampler(train_ds, generator=generator)
+        train_loader = make_loader(train_ds, args.batch_size, args.workers, pin, sampler=sampler, generator=generator,
+                                   drop_last=drop_last)
+        val_part = Subset(val_ds, range(rank, len(val_ds), world)) if world > 1 else val_ds
+        val_loader = make_loader(val_part, args.batch_size, args.workers, pin)
+        if len(train_loader) == 0:
+            raise ValueError(f'{self.train_dir!r} has {len(train_ds)} images, fewer than one batch per process '
+                             f'({args.batch_size} x {world}); lower --batch-size')
+        return _Data(train_loader, val_loader, sampler, generator, list(train_ds.classes), len(train_ds), len(val_ds),
+                     data_cfg)
+
+    def _restore(self, ckpt: Dict[str, Any]) -> None:
+        args = self.args
+        meta = checkpoint_meta(ckpt)
+        check_model_identity('--resume checkpoint', meta, args.model, getattr(self.model, 'pe_name', None), False)
         try:
-            model.load_state_dict(ckpt['model'], strict=True)
+            self.model.load_state_dict(ckpt['model'], strict=True)
         except RuntimeError as e:
             from zoo.models import CheckpointMismatchError
             raise CheckpointMismatchError(f'--resume checkpoint does not load into {args.model}: '
                                           f'{str(e).strip().splitlines()[0]}') from None
-        optimizer.load_state_dict(ckpt['optimizer'])
-        if int(checkpoint_meta(ckpt)['args']['epochs']) == args.epochs:
-            scheduler.load_state_dict(ckpt['scheduler'])
+        self.optimizer.load_state_dict(ckpt['optimizer'])
+        if int(meta['args']['epochs']) == args.epochs:
+            self.scheduler.load_state_dict(ckpt['scheduler'])
         else:  # a longer / shorter schedule: timm schedulers are functions of the update count, so start anew
             _logger.info('--epochs changed from %s to %d: the LR schedule is rebuilt for the new length',
-                         checkpoint_meta(ckpt)['args']['epochs'], args.epochs)
-        if scaler is not None and ckpt.get('scaler'):
-            scaler.load_state_dict(ckpt['scaler'])
-        if ema is not None and ckpt.get('model_ema'):
-            ema.module.load_state_dict(ckpt['model_ema'])
-        start_epoch, history = int(ckpt['epoch']), list(ckpt.get('history', []))
-        best_top1, best_epoch = float(ckpt.get('best_top1', -1.)), int(ckpt.get('best_epoch', -1))
-        _logger.info('resumed %s after epoch %d', args.output, start_epoch)
-    train_model = nn.parallel.DistributedDataParallel(model) if distributed else model
+                         meta['args']['epochs'], args.epochs)
+        if self.scaler is not None and ckpt.get('scaler'):
+            self.scaler.load_state_dict(ckpt['scaler'])
+        if self.ema is not None and ckpt.get('model_ema'):
+            self.ema.module.load_state_dict(ckpt['model_ema'])
+        self.start_epoch, self.history = int(ckpt['epoch']), list(ckpt.get('history', []))
+        self.best_top1, self.best_epoch = float(ckpt.get('best_top1', -1.)), int(ckpt.get('best_epoch', -1))
+        _logger.info('resumed %s after epoch %d', args.output, self.start_epoch)
 
-    meta = dict(model_name=args.model, model_kwargs=_plain(args.model_kwargs), img_size=img_size,
-                num_classes=len(train_ds.classes), class_names=list(train_ds.classes), data_config=data_cfg,
-                args=_plain(vars(args)), world_size=world)
-    if is_main:
-        os.makedirs(args.output, exist_ok=True)
-        if args.overwrite and ckpt is None:
-            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'args.yaml'):
-                if os.path.exists(os.path.join(args.output, name)):
-                    os.remove(os.path.join(args.output, name))
-        n_params = sum(p.numel() for p in model.parameters())
-        _logger.info('%s (%.2fM params, pe %s) at %d px | %d train / %d val images, %d classes | %d process(es) on '
-                     '%s | output %s', args.model, n_params / 1e6, getattr(model, 'pe_name', '?'), img_size,
-                     len(train_ds), len(val_ds), len(train_ds.classes), world, device, args.output)
-    if distributed:
-        dist.barrier()
-
-    num_updates = start_epoch * len(train_loader)
-    if start_epoch:
-        scheduler.step_update(num_updates=num_updates)
-        if start_epoch >= args.epochs and is_main:
-            _logger.info('%s already completed %d of %d epochs; nothing to do (raise --epochs to continue)',
-                         args.output, start_epoch, args.epochs)
-    for epoch in range(start_epoch, args.epochs):
-        t0 = time.time()
-        seed_epoch(args.seed, epoch, rank)
-        if distributed:
-            sampler.set_epoch(epoch)
-        else:
-            generator.manual_seed(args.seed * 1_000_003 + epoch)
-        stats = train_one_epoch(train_model, train_loader, optimizer, scheduler, loss_fn, device, epoch, num_updates,
-                                mixup=mixup, scaler=scaler, ema=ema, amp=args.amp, clip_grad=args.clip_grad,
-                                progress=is_main and not args.no_progress)
-        num_updates = stats['num_updates']
-        scheduler.step(epoch + 1)
-        val = evaluate(model, val_loader, device, amp=args.amp)
-        ema_val = evaluate(ema.module, val_loader, device, amp=args.amp) if ema is not None else None
-        train_loss = torch.tensor([stats['loss'], stats['unreadable']], dtype=torch.float64, device=device)
-        if distributed:
-            val.all_reduce(device)
-            if ema_val is not None:
-                ema_val.all_reduce(device)
-            dist.all_reduce(train_loss)
-            train_loss[0] /= world
-        row = dict(epoch=epoch + 1, lr=optimizer.param_groups[0]['lr'], train_loss=round(float(train_loss[0]), 5),
-                   val_loss=round(val.loss, 5), val_top1=round(val.top1, 4), val_top5=round(val.top5, 4),
-                   ema_top1=round(ema_val.top1, 4) if ema_val is not None else '',
-                   train_unreadable=int(train_loss[1]), val_unreadable=len(val.bad),
-                   epoch_s=round(time.time() - t0, 2))
-        history.append(row)
-        if val.top1 > best_top1:
-            best_top1, best_epoch = val.top1, epoch + 1
-        if is_main:
-            _save_epoch(args.output, model, optimizer, scheduler, scaler, ema, epoch + 1, history, best_top1,
-                        best_epoch, meta, write_args=epoch == start_epoch)
-            bad = f' | unreadable train {row["train_unreadable"]} val {row["val_unreadable"]}' \
-                if row['train_unreadable'] or row['val_unreadable'] else ''
-            ema_txt = f' | ema top1 {row["ema_top1"]:.2f}' if ema_val is not None else ''
-            _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f top1 %.2f top5 %.2f%s | lr %.2e | %.1fs%s',
-                         epoch + 1, args.epochs, row['train_loss'], row['val_loss'], row['val_top1'], row['val_top5'],
-                         ema_txt, row['lr'], row['epoch_s'], bad)
-            for sample in stats.get('bad', [])[:5]:
-                _logger.warning('unreadable training image %s (%s)', sample.path, sample.error)
-            for sample in val.bad[:5]:
-                _logger.warning('unreadable image %s (%s)', sample.path, sample.error)
+    def fit(self) -> Dict[str, Any]:
+        args, data = self.args, self.data
+        distributed = self.world > 1
+        train_model = nn.parallel.DistributedDataParallel(self.model) if distributed else self.model
+        if self.is_main:
+            self._start_files()
         if distributed:
             dist.barrier()
-    return dict(output=args.output, epochs=len(history), best_top1=best_top1, best_epoch=best_epoch, history=history)
+        num_updates = self.start_epoch * self.updates_per_epoch
+        if self.start_epoch:
+            self.scheduler.step_update(num_updates=num_updates)
+            if self.start_epoch >= args.epochs and self.is_main:
+                _logger.info('%s already completed %d of %d epochs; nothing to do (raise --epochs to continue)',
+                             args.output, self.start_epoch, args.epochs)
+        for epoch in range(self.start_epoch, args.epochs):
+            t0 = time.time()
+            seed_epoch(args.seed, epoch, self.rank)
+            if distributed:
+                data.sampler.set_epoch(epoch)
+            else:
+                data.generator.manual_seed(args.seed * 1_000_003 + epoch)
+            stats = train_one_epoch(train_model, data.train_loader, self.optimizer, self.scheduler, self.task,
+                                    self.device, epoch=epoch, num_updates=num_updates, scaler=self.scaler,
+                                    ema=self.ema, amp_dtype=self.amp_dtype, clip_grad=args.clip_grad,
+                                    accum_steps=args.grad_accum_steps, progress=self.progress)
+            num_updates = stats['num_updates']
+            self.scheduler.step(epoch + 1)
+            row, val = self._validate(epoch, stats)
+            row['epoch_s'] = round(time.time() - t0, 2)
+            self.history.append(row)
+            if val.top1 > self.best_top1:
+                self.best_top1, self.best_epoch = val.top1, epoch + 1
+            if self.is_main:
+                self._save_epoch(epoch + 1, write_args=epoch == self.start_epoch)
+                self._log_epoch(row, stats, val)
+            if distributed:
+                dist.barrier()
+        if self.is_main and self.start_epoch < args.epochs:
+            self._finish()
+        return dict(output=args.output, epochs=len(self.history), best_top1=self.best_top1,
+                    best_epoch=self.best_epoch, history=self.history)
 
+    def _validate(self, epoch: int, stats: Dict[str, Any]):
+        progress = 'validate' if self.progress else None
+        val = evaluate(self.model, self.data.val_loader, self.device, self.task, self.amp_dtype, progress=progress)
+        ema_val = None
+        if self.ema is not None:
+            ema_val = evaluate(self.ema.module, self.data.val_loader, self.device, self.task, self.amp_dtype,
+                               progress='validate EMA' if self.progress else None)
+        train_loss = torch.tensor([stats['loss'], stats['unreadable']], dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            val.all_reduce(self.device)
+            if ema_val is not None:
+                ema_val.all_reduce(self.device)
+            dist.all_reduce(train_loss)
+            train_loss[0] /= self.world
+        row = dict(epoch=epoch + 1, lr=self.optimizer.param_groups[0]['lr'],
+                   train_loss=round(float(train_loss[0]), 5), val_loss=round(val.loss, 5),
+                   val_top1=round(val.top1, 4), val_top5=round(val.top5, 4),
+                   ema_top1=round(ema_val.top1, 4) if ema_val is not None else '',
+                   train_unreadable=int(train_loss[1]), val_unreadable=len(val.bad))
+        return row, val
 
-def _save_epoch(output: str, model, optimizer, scheduler, scaler, ema, epoch: int, history, best_top1: float,
-                best_epoch: int, meta: Dict[str, Any], write_args: bool = False) -> None:
-    """Write checkpoint-last (and -best), metrics.csv and, with ``write_args`` (the session's first save),
-    args.yaml: a run dir gets args.yaml together with its first checkpoint, never before."""
-    state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
-                 epoch=epoch, history=history, best_top1=best_top1, best_epoch=best_epoch, meta=meta)
-    if scaler is not None:
-        state['scaler'] = scaler.state_dict()
-    if ema is not None:
-        state['model_ema'] = ema.module.state_dict()
-    last = os.path.join(output, 'checkpoint-last.pth')
-    save_atomic(state, last)
-    if best_epoch == epoch:
-        copy_atomic(last, os.path.join(output, 'checkpoint-best.pth'))
-    _write_metrics(os.path.join(output, 'metrics.csv'), history)
-    if write_args:
-        tmp = os.path.join(output, 'args.yaml.tmp')
-        with open(tmp, 'w') as f:
-            yaml.safe_dump(meta['args'], f, sort_keys=True)
-        os.replace(tmp, os.path.join(output, 'args.yaml'))
+    def _log_epoch(self, row: Dict[str, Any], stats: Dict[str, Any], val) -> None:
+        bad = f' | unreadable train {row["train_unreadable"]} val {row["val_unreadable"]}' \
+            if row['train_unreadable'] or row['val_unreadable'] else ''
+        ema_txt = f' | ema top1 {row["ema_top1"]:.2f}' if row['ema_top1'] != '' else ''
+        _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f top1 %.2f top5 %.2f%s | lr %.2e | %.1fs%s',
+                     row['epoch'], self.args.epochs, row['train_loss'], row['val_loss'], row['val_top1'],
+                     row['val_top5'], ema_txt, row['lr'], row['epoch_s'], bad)
+        for sample in stats.get('bad', [])[:5]:
+            _logger.warning('unreadable training image %s (%s)', sample.path, sample.error)
+        for sample in val.bad[:5]:
+            _logger.warning('unreadable image %s (%s)', sample.path, sample.error)
+
+    # ---- files (rank 0) ---------------------------------------------------------------------------------------------
+
+    def _start_files(self) -> None:
+        args, out = self.args, self.args.output
+        if args.overwrite and self.ckpt is None:
+            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'summary.csv', 'args.yaml',
+                         'model.safetensors', 'model_ema.safetensors'):
+                if os.path.exists(os.path.join(out, name)):
+                    os.remove(os.path.join(out, name))
+        if self.ckpt is not None:  # a kill between the checkpoint and metrics.csv: the checkpoint's history rules
+            self._write_metrics()
+        n_params = sum(p.numel() for p in self.model.parameters())
+        _logger.info('%s (%.2fM params, pe %s) at %d px | %d train / %d val images, %d classes | %d process(es) on '
+                     '%s | output %s', args.model, n_params / 1e6, getattr(self.model, 'pe_name', 'timm'),
+                     self.img_size, self.data.n_train, self.data.n_val, len(self.data.classes), self.world,
+                     self.device, out)
+
+    def _write_metrics(self) -> None:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=METRIC_FIELDS, extrasaction='ignore', lineterminator='\n')
+        writer.writeheader()
+        writer.writerows(self.history)
+        write_text_atomic(os.path.join(self.args.output, 'metrics.csv'), buf.getvalue())
+
+    def _save_epoch(self, epoch: int, write_args: bool = False) -> None:
+        """Write checkpoint-best (when this epoch is the best) and checkpoint-last, metrics.csv, summary.csv and, with
+        ``write_args`` (the session's first save), args.yaml: a run dir gets args.yaml with its first checkpoint."""
+        out = self.args.output
+        state = dict(model=self.model.state_dict(), optimizer=self.optimizer.state_dict(),
+                     scheduler=self.scheduler.state_dict(), epoch=epoch, history=self.history,
+                     best_top1=self.best_top1, best_epoch=self.best_epoch, meta=self.meta)
+        if self.scaler is not None:
+            state['scaler'] = self.scaler.state_dict()
+        if self.ema is not None:
+            state['model_ema'] = self.ema.module.state_dict()
+        best = os.path.join(out, 'checkpoint-best.pth') if self.best_epoch == epoch else None
+        save_checkpoint_files(state, os.path.join(out, 'checkpoint-last.pth'), best)
+        self._write_metrics()
+        row = self.history[-1]
+        update_summary(epoch, dict(loss=row['train_loss'], unreadable=row['train_unreadable'],
+                                   seconds=row['epoch_s']),
+                       dict(loss=row['val_loss'], top1=row['val_top1'], top5=row['val_top5'],
+                            ema_top1=row['ema_top1']),
+                       os.path.join(out, 'summary.csv'), lr=row['lr'])
+        if write_args:
+            write_text_atomic(os.path.join(out, 'args.yaml'), yaml.safe_dump(self.meta['args'], sort_keys=True))
+
+    def _finish(self) -> None:
+        """Export the final weights as safetensors and write ``--results-file``."""
+        out = self.args.output
+        save_safetensors(self.model.state_dict(), os.path.join(out, 'model.safetensors'), self.meta)
+        if self.ema is not None:
+            save_safetensors(self.ema.module.state_dict(), os.path.join(out, 'model_ema.safetensors'),
+                             dict(self.meta, weights='ema'))
+        if self.args.results_file:
+            last = self.history[-1]
+            result = dict(model=self.args.model, pe=self.meta['pe'] or '', output=out, epochs=last['epoch'],
+                          val_top1=last['val_top1'], val_top5=last['val_top5'], ema_top1=last['ema_top1'],
+                          best_top1=round(self.best_top1, 4), best_epoch=self.best_epoch)
+            write_results_file(self.args.results_file, [result])
+

@@ -1,0 +1,113 @@
+"""The pluggable per-task part of training and evaluation: a loader batch -> model inputs -> loss / metric counts.
+
+The training loop (:mod:`zoo.train.loop`) and the evaluation loop (:func:`zoo.common.evaluate.evaluate`) know nothing
+about images or labels; they call a task object. A new task (video classification, a video-LLM) subclasses
+:class:`Task` and changes only what differs: how a batch is unpacked and moved (:meth:`Task.to_batch`), how the model
+is called (:meth:`Task.forward`), the loss and the counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .metrics import EvalCounts
+
+__all__ = ['Batch', 'Task', 'ImageClassificationTask']
+
+
+@dataclass
+class Batch:
+    """One batch on its device.
+
+    Attributes:
+        inputs: what :meth:`Task.forward` feeds the model (images: ``(B, 3, H, W)`` float).
+        targets: what the loss compares against (class ids ``(B,)`` int64, or ``(B, C)`` soft targets after mixup).
+        bad: the unreadable samples of the loader batch (:class:`zoo.datasets.BadSample`), not in ``inputs``.
+    """
+    inputs: Any
+    targets: torch.Tensor
+    bad: List[Any] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Samples in the batch (0 when every sample was unreadable)."""
+        return int(self.targets.shape[0])
+
+
+class Task:
+    """Interface of a task; the loops call only these methods."""
+
+    def to_batch(self, raw: Any, device: torch.device, train: bool) -> Batch:
+        """Unpack a loader batch, move it to ``device`` and (``train``) apply training-time batch augmentation."""
+        raise NotImplementedError
+
+    def forward(self, model: nn.Module, batch: Batch) -> Any:
+        """Call the model on the batch's inputs."""
+        return model(batch.inputs)
+
+    def loss(self, outputs: Any, batch: Batch) -> torch.Tensor:
+        """Training loss (a scalar tensor) of ``outputs`` for ``batch``."""
+        raise NotImplementedError
+
+    def new_counts(self) -> EvalCounts:
+        """An empty accumulator for :meth:`update_counts`."""
+        return EvalCounts()
+
+    def update_counts(self, counts: EvalCounts, outputs: Any, batch: Batch) -> None:
+        """Add the batch's evaluation counts to ``counts``."""
+        raise NotImplementedError
+
+
+class ImageClassificationTask(Task):
+    """Images ``(B, 3, H, W)`` and class ids: cross-entropy (label smoothing, Mixup / CutMix), top-1 / top-5.
+
+    Args:
+        num_classes: classifier size.
+        smoothing: label smoothing of the training loss.
+        mixup / cutmix: timm ``Mixup`` alphas (0 = off); ``mixup_prob``: probability of applying either.
+        channels_last: move images in ``torch.channels_last`` memory format.
+    """
+
+    def __init__(self, num_classes: int, smoothing: float = 0., mixup: float = 0., cutmix: float = 0.,
+                 mixup_prob: float = 1., channels_last: bool = False):
+        from timm.data import Mixup
+        from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+        self.num_classes, self.channels_last = num_classes, channels_last
+        self.mixup: Optional[Mixup] = None
+        if mixup > 0 or cutmix > 0:
+            self.mixup = Mixup(mixup_alpha=mixup, cutmix_alpha=cutmix, prob=mixup_prob, label_smoothing=smoothing,
+                               num_classes=num_classes)
+            self.loss_fn: nn.Module = SoftTargetCrossEntropy()
+        elif smoothing > 0:
+            self.loss_fn = LabelSmoothingCrossEntropy(smoothing=smoothing)
+        else:
+            self.loss_fn = nn.CrossEntropyLoss()
+
+    def to_batch(self, raw: Any, device: torch.device, train: bool) -> Batch:
+        images, targets, bad = raw
+        if train and self.mixup is not None and targets.numel() % 2:
+            images, targets = images[:-1], targets[:-1]  # mixup pairs samples: keep the batch even
+        if targets.numel() == 0:
+            return Batch(images, targets, bad)
+        images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if train and self.mixup is not None:
+            images, targets = self.mixup(images, targets)
+        return Batch(images, targets, bad)
+
+    def loss(self, outputs: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.loss_fn(outputs, batch.targets)
+
+    def update_counts(self, counts: EvalCounts, outputs: torch.Tensor, batch: Batch) -> None:
+        logits, targets = outputs.float(), batch.targets
+        k = min(5, logits.shape[-1])
+        hits = logits.topk(k, dim=-1).indices == targets[:, None]
+        counts.n += targets.numel()
+        counts.correct1 += int(hits[:, 0].sum())
+        counts.correct5 += int(hits.any(dim=-1).sum())
+        counts.loss_sum += float(F.cross_entropy(logits, targets, reduction='sum'))
