@@ -68,6 +68,10 @@ def _scheme_of(d):
         return 'vrope', {}
     if s == 'v2pe':
         return 'v2pe', {'stride': p.get('rope_pos_id_stride', 64), 'num_image_token': p.get('num_image_token', 256)}
+    if s == 'videorope':
+        return 'videorope', {'delta': p['scale_factor']}
+    if s == 'hope':
+        return 'hope', {'gamma': p['temporal_scale_gamma']}
     raise AssertionError(f'golden scheme {s!r} has no mapping in this test')
 
 
@@ -85,7 +89,7 @@ def _expected(d):
     rd = d.get('rope_deltas')
     mode = 'exact' if ref is None else 'v5_continuation'
     return torch.tensor(d['position_ids']), (torch.tensor(rd) if rd is not None and mode == 'exact' and
-                                             d['scheme'] == 'mrope_interleave' else None), mode
+                                             d['scheme'] in ('mrope_interleave', 'videorope', 'hope') else None), mode
 
 
 _IDS_OF_TYPE = {'vision_start': QWEN['vision_start'], 'vision_end': QWEN['vision_end'], 'image': QWEN['image'],
@@ -157,7 +161,8 @@ def test_golden_position_ids(name):
     mask = inputs['attention_mask']
     real = mask != 0
     assert pos.shape == expected.shape
-    if d['position_dtype'] == 'float32':
+    # VideoRoPE / HoPE positions are float32; the official text-only branch returns the same values as int64
+    if d['position_dtype'] == 'float32' or mm.get_scheme(scheme).float_positions:
         assert pos.dtype == torch.float32
         torch.testing.assert_close(pos[:, real], expected[:, real].float(), atol=1e-6, rtol=0)
     else:
@@ -170,10 +175,12 @@ def test_golden_position_ids(name):
     assert (pos[:, ~real] == mm.PAD_POSITION_ID).all()
     length = pos.shape[-1]
     for b in range(pos.shape[1]):
-        nxt = math.ceil(pos[:, b, real[b]].max().item()) + 1
+        # the next position: 1 + the largest id (VideoRoPE / HoPE: 1 + the largest t, h/w may exceed it)
+        last = pos[0, b, real[b]] if scheme in ('videorope', 'hope') else pos[:, b, real[b]]
+        nxt = math.ceil(last.max().item()) + 1 if scheme != 'hope' else last.max().item() + 1
         assert deltas[b, 0].item() == nxt - length
     if exp_deltas is not None:
-        assert torch.equal(deltas, exp_deltas), (deltas, exp_deltas)
+        torch.testing.assert_close(deltas, exp_deltas.to(deltas.dtype), atol=0, rtol=0)
 
 
 @pytest.mark.parametrize('name', SINGLE_LAYOUTS)

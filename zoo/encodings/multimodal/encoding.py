@@ -1,0 +1,290 @@
+"""Multimodal RoPE tables and the registered encoding ``multimodal_rope``.
+
+Angles: ``angle[b, h, l, j] = position_ids[axis[h, j], b, l] * theta^(-2j/head_dim)`` with the scheme's allocation
+``axis`` (:meth:`Scheme.allocation`; a pair with axis ``-1`` gets angle 0, i.e. is not rotated). Tables are built by
+:func:`zoo.encodings.rotation.rope_sin_cos` in the ``half`` (rotate-half, Hugging Face Qwen) layout and applied by
+the zoo's one rotation kernel :func:`zoo.encodings.rotation.apply_rope` through :class:`RotaryTerm`. Angles, sin and
+cos are float32; rotated tensors keep their dtype.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from .._cache import TableCache
+from ..base import AttnTerm, Positions, PosEncoding
+from ..registry import register_pos_encoding
+from ..rotary import RotaryTerm
+from ..rotation import rope_frequencies, rope_sin_cos
+from .ids import decode_position_ids
+from .schemes import IMAGE, VIDEO, Block, get_scheme
+
+__all__ = ['axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+           'apply_multimodal_rope', 'MultimodalRoPE']
+
+LAYOUT = 'half'
+
+
+def default_mrope_section(scheme: str, head_dim: int, num_kv_heads: int = 8) -> list:
+    """The published ``mrope_section`` scaled to ``head_dim`` (pairs) or, for ``mhrope``, to ``num_kv_heads`` (key
+    heads), when the scaling is exact: ``[16, 24, 24]`` M-RoPE / VideoRoPE / HoPE and ``[24, 20, 20]`` MRoPE-I at
+    head_dim 128 (``[8, 12, 12]`` at 64), ``[2, 3, 3]`` MHRoPE at 8 key heads.
+
+    Raises:
+        ValueError: the scheme has no section, or the proportional scaling is not exact.
+    """
+    spec = get_scheme(scheme)
+    if spec.default_section is None:
+        raise ValueError(f'scheme {scheme!r} has no mrope_section (all pairs share its one position rule)')
+    return spec.section(head_dim, num_kv_heads, None)
+
+
+def axis_table(scheme: str, head_dim: int, num_kv_heads: int = 1,
+               mrope_section: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """The scheme's frequency allocation: which axis of ``position_ids`` drives each rotary pair of each key head.
+
+    Args:
+        scheme: a scheme name.
+        head_dim: per-head channels (even).
+        num_kv_heads: key heads (only per-head schemes, ``mhrope``, depend on it).
+        mrope_section: ``[t, h, w]`` counts of the scheme's unit (rotary pairs summing to ``head_dim / 2``; key
+            heads summing to ``num_kv_heads`` for ``mhrope``); the published split scaled when ``None``.
+
+    Returns:
+        ``(1, head_dim // 2)`` int64 (same for every head) or ``(num_kv_heads, head_dim // 2)`` (``mhrope``);
+        ``-1`` marks a pair that is not rotated (HoPE's temporal pairs).
+
+    Raises:
+        ValueError: unknown scheme, bad geometry or section.
+    """
+    return get_scheme(scheme).allocation(head_dim, num_kv_heads, mrope_section)
+
+
+def axis_of_pair(scheme: str, head_dim: int, mrope_section: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """Per-pair allocation ``(head_dim // 2,)`` int64 of a scheme that treats every head alike (see
+    :func:`axis_table`): chunked ``[t, h, w]`` (M-RoPE), interleaved t, h, w (MRoPE-I), ``k % 4`` (VRoPE), h/w
+    alternating then t on the lowest frequencies (VideoRoPE; ``-1`` there for HoPE), all 0 (rope1d, V2PE).
+
+    Raises:
+        ValueError: unknown scheme, bad geometry or section, or a per-head scheme (``mhrope``: use
+            :func:`axis_table` with ``num_kv_heads``).
+    """
+    spec = get_scheme(scheme)
+    if spec.per_head:
+        raise ValueError(f'scheme {scheme!r} allocates frequencies per key head, not per pair; fix: use '
+                         f'axis_table({scheme!r}, head_dim, num_kv_heads=...)')
+    return spec.allocation(head_dim, 1, mrope_section)[0]
+
+
+def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Tensor:
+    pos = position_ids if position_ids.dim() == 3 else position_ids.unsqueeze(0)
+    if pos.dim() != 3 or pos.shape[0] not in (1, num_axes):
+        raise ValueError(f'position ids must be (A, B, L) with A = {num_axes} ({", ".join(get_scheme(scheme).axis_names)}) '
+                         f'for scheme {scheme!r}, got shape {tuple(position_ids.shape)}; fix: build them with '
+                         f'get_position_ids({scheme!r}, ...) (A = 1 is accepted for text: every axis equal)')
+    return pos.expand(num_axes, -1, -1) if pos.shape[0] != num_axes else pos
+
+
+def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(sin, cos)`` ``(B, H|1, L, head_dim)`` float32 for ids ``pos`` ``(A, B, L)`` and allocation ``axes``."""
+    axes = axes.to(pos.device)
+    inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
+    freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))                   # (H, half)
+    per_pair = pos.to(torch.float32).index_select(0, axes.clamp(min=0).flatten())        # (H*half, B, L)
+    per_pair = per_pair.view(*axes.shape, *pos.shape[1:]).permute(2, 0, 3, 1)            # (B, H, L, half)
+    return rope_sin_cos(per_pair * freq[None, :, None, :], LAYOUT)
+
+
+def multimodal_rope_tables(position_ids: torch.Tensor, head_dim: int, scheme: str = 'mrope',
+                           mrope_section: Optional[Sequence[int]] = None, theta: float = 1_000_000.0,
+                           num_kv_heads: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(sin, cos)`` for :class:`RotaryTerm` (``half`` layout), each ``(B, H, L, head_dim)`` float32 with ``H = 1``
+    (or ``num_kv_heads`` for per-head schemes). See :func:`multimodal_rope_cos_sin` for the arguments."""
+    spec = get_scheme(scheme)
+    if not (float(theta) > 0):
+        raise ValueError(f'theta must be > 0, got {theta}; fix: Qwen2/2.5-VL use 1e6, Qwen3-VL 5e6')
+    axes = spec.allocation(head_dim, num_kv_heads, mrope_section)
+    return _tables(_as_axes(position_ids, spec.num_axes, scheme), axes, head_dim, theta)
+
+
+def multimodal_rope_cos_sin(
+    position_ids: torch.Tensor,
+    head_dim: int,
+    scheme: str = 'mrope',
+    mrope_section: Optional[Sequence[int]] = None,
+    theta: float = 1_000_000.0,
+    dtype: torch.dtype = torch.float32,
+    num_kv_heads: int = 1,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin tables, each pair driven by its axis's position (``rotate_half`` layout, as Hugging Face Qwen).
+
+    Args:
+        position_ids: ``(A, B, L)`` (or ``(B, L)`` for one axis), long or float; ``A`` must match the scheme
+            (``A = 1`` broadcasts, e.g. decode positions of text).
+        head_dim: per-head channels.
+        scheme, mrope_section: see :func:`axis_table`.
+        theta: RoPE base (Qwen2/2.5-VL 1e6, Qwen3-VL 5e6).
+        dtype: dtype of the returned tables (computed in float32).
+        num_kv_heads: key heads (per-head schemes only).
+
+    Returns:
+        ``(cos, sin)``, each ``(B, L, head_dim)`` (``(B, num_kv_heads, L, head_dim)`` for ``mhrope``) of ``dtype`` on
+        ``position_ids``' device.
+
+    Raises:
+        ValueError: as :func:`axis_table`, ``theta <= 0``, or ``A`` not the scheme's number of axes.
+    """
+    sin, cos = multimodal_rope_tables(position_ids, head_dim, scheme, mrope_section, theta, num_kv_heads)
+    if not get_scheme(scheme).per_head:
+        sin, cos = sin[:, 0], cos[:, 0]
+    return cos.to(dtype), sin.to(dtype)
+
+
+def apply_multimodal_rope(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    position_ids: Optional[torch.Tensor] = None,
+    *,
+    scheme: str = 'mrope',
+    mrope_section: Optional[Sequence[int]] = None,
+    theta: float = 1_000_000.0,
+    rope_deltas: Optional[torch.Tensor] = None,
+    cache_position: Optional[torch.Tensor] = None,
+    unsqueeze_dim: int = 1,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Rotate queries and keys with a multimodal RoPE scheme (``rotate_half`` convention, as HF Qwen models).
+
+    For prefill pass ``position_ids`` from :func:`get_position_ids`; for a decoding step pass ``rope_deltas`` and
+    ``cache_position`` instead (positions ``cache_position + rope_deltas`` on every axis). Uses the zoo's one
+    rotation kernel; fp32, bf16 and fp16 inputs keep their dtype (arithmetic in float32).
+
+    Args:
+        q: ``(B, H, L, D)`` when ``unsqueeze_dim == 1`` (``(B, L, H, D)`` when 2), any float dtype.
+        k: same layout as ``q``; its head count may be smaller (GQA: query heads follow their key group, which is
+            what the per-head ``mhrope`` allocation is defined on).
+        position_ids: ``(A, B, L)``; ``None`` when decoding from ``rope_deltas`` / ``cache_position``.
+        scheme, mrope_section, theta: see :func:`multimodal_rope_cos_sin`.
+        rope_deltas: ``(B, 1)`` from :func:`get_position_ids` (decoding only).
+        cache_position: ``(L,)`` or ``(B, L)`` padded-sequence indices of the tokens in ``q`` (decoding only).
+        unsqueeze_dim: dim of ``q``/``k`` that holds the heads (1 or 2).
+
+    Returns:
+        ``(q_rot, k_rot)`` with the dtypes and shapes of ``q`` and ``k``.
+
+    Raises:
+        ValueError: neither ``position_ids`` nor (``rope_deltas``, ``cache_position``) given; head dims or head
+            counts that do not fit; errors of :func:`multimodal_rope_cos_sin`.
+    """
+    spec = get_scheme(scheme)
+    if position_ids is None:
+        if rope_deltas is None or cache_position is None:
+            raise ValueError('pass position_ids (prefill) or both rope_deltas and cache_position (decoding)')
+        position_ids = decode_position_ids(rope_deltas.to(q.device), cache_position.to(q.device), spec.num_axes)
+    if unsqueeze_dim not in (1, 2):
+        raise ValueError(f'unsqueeze_dim must be 1 ((B, H, L, D) inputs) or 2 ((B, L, H, D)), got {unsqueeze_dim}')
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    head_dim, hq, hk = q.shape[-1], q.shape[1], k.shape[1]
+    if k.shape[-1] != head_dim:
+        raise ValueError(f'q and k head dims differ: {q.shape[-1]} vs {k.shape[-1]}')
+    if hq % hk:
+        raise ValueError(f'query heads ({hq}) must be a multiple of key heads ({hk}) (grouped-query attention)')
+    sin, cos = multimodal_rope_tables(position_ids.to(q.device), head_dim, scheme, mrope_section, theta, hk)
+    q, k = RotaryTerm(sin, cos, LAYOUT).rotate(q, k)
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    return q, k
+
+
+@register_pos_encoding('multimodal_rope')
+class MultimodalRoPE(PosEncoding):
+    """Multimodal RoPE for video-LLM decoders (and any backbone): one scheme's frequency allocation applied to
+    per-token position ids, one rotation shared by every layer.
+
+    Positions: explicit ids ``Positions.ids`` ``(A, B, L)`` (from :func:`get_position_ids` for a prefill, from
+    :func:`decode_position_ids` for cached decoding steps). Without ids, a patch grid is laid out as the scheme lays
+    out one visual block after the prefix tokens (which count as text), so the encoding also works in an image or
+    video ViT (token subsets included). Tables (float32, ``half`` layout, Hugging Face Qwen convention) are built
+    once per forward; grid tables are cached per (grid, prefix, device).
+
+    Args:
+        dim: model width; ``head_dim = dim // num_heads`` unless ``head_dim`` is given.
+        num_heads: query heads.
+        depth: layers (every layer gets the same term).
+        num_kv_heads: key/value heads (GQA); default ``num_heads``. Per-head schemes (``mhrope``) allocate over them.
+        scheme: a scheme name (:func:`list_schemes`), e.g. ``'mrope'``, ``'qwen3_vl'``, ``'videorope'``, ``'hope'``.
+        theta: RoPE base (1e6 Qwen2/2.5-VL, 5e6 Qwen3-VL).
+        mrope_section: the scheme's ``[t, h, w]`` split (pairs, or key heads for ``mhrope``); published split scaled
+            when ``None``.
+        head_dim: per-head width when it is not ``dim // num_heads``.
+        scheme_options: scheme options used when ids are derived from a grid (e.g. ``{'gamma': 1.0}``).
+
+    Raises:
+        ValueError: unknown scheme or option, odd ``head_dim``, a section that does not fit the geometry,
+            ``num_kv_heads`` not dividing ``num_heads``, ``theta <= 0``; at forward, ids with the wrong number of
+            axes or tokens.
+    """
+    family = 'Multimodal RoPE'
+    adaptation = 'positions from explicit per-token ids (or the grid laid out as one visual block); nothing learned'
+
+    def __init__(self, dim: int, num_heads: int, depth: int, num_kv_heads: Optional[int] = None,
+                 scheme: str = 'mrope', theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
+                 head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None):
+        super().__init__()
+        self.spec = get_scheme(scheme)
+        self.scheme = scheme
+        self.scheme_options: Dict[str, Any] = dict(scheme_options or {})
+        self.spec.options(self.scheme_options)  # validate early
+        self.depth = depth
+        self.num_kv_heads = num_heads if num_kv_heads is None else int(num_kv_heads)
+        if self.num_kv_heads < 1 or num_heads % self.num_kv_heads:
+            raise ValueError(f'num_kv_heads={num_kv_heads} must divide num_heads={num_heads}')
+        if head_dim is None and dim % num_heads:
+            raise ValueError(f'dim {dim} is not divisible by num_heads {num_heads}; fix: pass head_dim')
+        self.head_dim = int(head_dim or dim // num_heads)
+        if not float(theta) > 0:
+            raise ValueError(f'theta must be > 0, got {theta}; fix: Qwen2/2.5-VL use 1e6, Qwen3-VL 5e6')
+        self.theta = float(theta)
+        self.mrope_section = None if mrope_section is None else [int(x) for x in mrope_section]
+        with torch.device('cpu'):  # a constant of the geometry, also when the model is built on the meta device
+            self.axes = self.spec.allocation(self.head_dim, self.num_kv_heads, self.mrope_section)  # (H|1, half)
+        self._cache = TableCache()
+
+    def extra_repr(self) -> str:
+        return f'scheme={self.scheme!r}, theta={self.theta:g}, head_dim={self.head_dim}, axes={tuple(self.axes.shape)}'
+
+    def grid_position_ids(self, grid: Tuple[int, int, int], num_prefix_tokens: int = 0) -> torch.Tensor:
+        """Ids ``(A, 1, num_prefix_tokens + T*H*W)`` (int64, float64 for float schemes) of a patch grid: prefix tokens
+        as text, then the grid as one visual block (an image when ``T == 1``, else one un-split video block) laid out
+        by the scheme at ``s = num_prefix_tokens``, without marker tokens."""
+        t, h, w = grid
+        npt = int(num_prefix_tokens)
+        spec = self.spec
+        dtype = torch.float64 if spec.float_positions else torch.int64
+        block = Block(VIDEO if t != 1 else IMAGE, t * h * w, t, h, w)
+        vis = spec.visual(spec.options(self.scheme_options), npt, block).to(dtype)
+        prefix = torch.arange(npt, dtype=dtype).expand(spec.num_axes, npt)
+        return torch.cat([prefix, vis], dim=1).unsqueeze(1)
+
+    def term(self, position_ids: torch.Tensor, device: torch.device) -> RotaryTerm:
+        """The rotation for ids ``(A, B, L)`` (``A = 1`` broadcasts to every axis)."""
+        pos = _as_axes(position_ids.to(device), self.spec.num_axes, self.scheme)
+        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta), layout=LAYOUT)
+
+    def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if pos.ids is not None:
+            ids = pos.ids
+            if ids.dim() != 3 or ids.shape[0] not in (1, self.spec.num_axes):
+                raise ValueError(f'Positions.ids must be (A, B, L) with A = {self.spec.num_axes} '
+                                 f'({", ".join(self.spec.axis_names)}) for scheme {self.scheme!r}, got shape '
+                                 f'{tuple(ids.shape)}; fix: build them with get_position_ids({self.scheme!r}, ...)')
+            term = self.term(ids, device)
+        elif pos.grid is not None:
+            grid, npt = tuple(int(x) for x in pos.grid), pos.num_prefix_tokens
+            term = self._cache.get((grid, npt, str(device)),
+                                   lambda: self.term(self.grid_position_ids(grid, npt), device)).select(pos)
+        else:
+            raise ValueError('multimodal_rope needs Positions.ids (A, B, L) or a patch grid; fix: pass '
+                             'Positions(grid=None, ids=get_position_ids(...)[0])')
+        return [term] * self.depth
