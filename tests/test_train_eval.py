@@ -416,3 +416,252 @@ def test_unreadable_training_images_are_named(data, tmp_path, caplog):
     with caplog.at_level('WARNING', logger='zoo'):
         train([*TINY_RUN, '--data-dir', str(root), '--output', str(tmp_path / 'o'), '--epochs', '1'])
     assert 'broken.jpg' in caplog.text
+
+
+# ---- run management (issue 10) ---------------------------------------------------------------------------------------
+
+_KILL_CHILD = r'''
+import os, sys, time
+from zoo.common import task as task_mod
+marker, after = sys.argv[1], int(sys.argv[2])
+real, calls = task_mod.ImageClassificationTask.loss, [0]
+def loss(self, outputs, batch):  # numerically the same loss; parks the process mid-epoch after `after` steps
+    calls[0] += 1
+    if calls[0] == after:
+        open(marker, 'w').close()
+        time.sleep(120)
+    return real(self, outputs, batch)
+task_mod.ImageClassificationTask.loss = loss
+from zoo.cli import main
+sys.exit(main(['train'] + sys.argv[3:]))
+'''
+
+
+def test_sigkill_mid_epoch_then_resume_is_bit_exact(data, tmp_path):
+    """A real process kill in epoch 2, then ``--resume`` with no other flag: metrics.csv equals an uninterrupted run's
+    byte for byte. The run records ``--workers 1`` (not the default): resume must restore it, or the augmentation
+    seeding changes."""
+    import signal
+    import time
+    common = ['--model', APE, '--data-dir', data, *TINY, '--workers', '1', '--epochs', '3', '--drop-path', '0.1',
+              '--mixup', '0.2', '--batch-size', '4']
+    full = str(tmp_path / 'full')
+    train([*common, '--output', full])
+    killed, marker = str(tmp_path / 'killed'), str(tmp_path / 'in-epoch-2')
+    steps_per_epoch = 24 // 4
+    proc = subprocess.Popen([sys.executable, '-c', _KILL_CHILD, marker, str(steps_per_epoch + 3), *common,
+                             '--output', killed], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(marker):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.time() < deadline, 'the child never reached epoch 2'
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert torch.load(os.path.join(killed, 'checkpoint-last.pth'), weights_only=True)['epoch'] == 1
+    assert os.path.exists(os.path.join(killed, '.zoo.lock'))  # left by the killed process: stale
+    resumed = train(['--output', killed, '--resume'])
+    assert resumed['epochs'] == 3
+    assert open(os.path.join(killed, 'metrics.csv'), 'rb').read() == open(os.path.join(full, 'metrics.csv'), 'rb').read()
+    assert torch.load(os.path.join(killed, 'checkpoint-last.pth'), weights_only=True)['meta']['args']['workers'] == 1
+    a = torch.load(os.path.join(full, 'checkpoint-last.pth'), weights_only=True)['model']
+    b = torch.load(os.path.join(killed, 'checkpoint-last.pth'), weights_only=True)['model']
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not os.path.exists(os.path.join(killed, '.zoo.lock'))  # released at the end
+    summary = pd.read_csv(os.path.join(killed, 'summary.csv'))  # timm's update_summary format, with wall times
+    assert {'train_loss', 'train_seconds', 'eval_top1', 'lr'} <= set(summary.columns)
+
+
+def test_resume_restores_recorded_options_and_refuses_contradictions(data, tmp_path, capsys):
+    out = str(tmp_path / 'r')
+    train(['--model', APE, '--data-dir', data, '--output', out, *TINY, '--epochs', '1', '--seed', '3'])
+    cfg = tmp_path / 'other.yaml'
+    cfg.write_text(f'data_dir: {tmp_path / "elsewhere"}\nseed: 3\n')
+    err = _err(capsys, ['train', '--output', out, '--resume', '--config', str(cfg), '--epochs', '2'])
+    assert '--data-dir' in err and str(tmp_path / 'elsewhere') in err and data in err
+    err = _err(capsys, ['train', '--output', out, '--resume', '--workers', '2', '--lr', '0.1'])
+    assert '--workers 2' in err and 'recorded 0' in err and '--lr 0.1' in err and 'recorded 0.003' in err
+    assert '--epochs' in err  # the list of options that may change
+    result = train(['--output', out, '--resume', '--epochs', '2', '--no-progress', '--seed', '3'])  # same value: fine
+    assert result['epochs'] == 2
+    meta = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['meta']
+    assert meta['args']['seed'] == 3 and meta['args']['workers'] == 0 and meta['args']['epochs'] == 2
+
+
+def _write_lock(folder, pid, start=None):
+    import socket
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, '.zoo.lock'), 'w') as f:
+        json.dump(dict(host=socket.gethostname(), pid=pid, start=start, command='zoo train', since='earlier'), f)
+
+
+def test_output_dir_lock(run, data, tmp_path, capsys, caplog):
+    from zoo.common.rundir import _start_time
+    busy = str(tmp_path / 'busy')
+    _write_lock(busy, os.getpid(), _start_time(os.getpid()))  # a live owner
+    err = _err(capsys, ['train', '--model', APE, '--data-dir', data, *TINY, '--output', busy])
+    assert 'in use by zoo train' in err and str(os.getpid()) in err
+    err = _err(capsys, ['eval-resolution', '--run', run['output'], '--data-dir', data, '--sizes', '32',
+                        '--output', busy])
+    assert 'in use by' in err
+    assert os.listdir(busy) == ['.zoo.lock']
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait()
+    stale = str(tmp_path / 'stale')
+    _write_lock(stale, dead.pid)
+    with open(os.path.join(stale, '.tmp-abc.pth'), 'wb') as f:  # an interrupted checkpoint write
+        f.write(b'x' * 1000)
+    with caplog.at_level('WARNING', logger='zoo'):
+        train(['--model', APE, '--data-dir', data, *TINY, '--epochs', '1', '--output', stale])
+    assert 'stale lock' in caplog.text and str(dead.pid) in caplog.text
+    assert not any(n.startswith('.tmp-') or n == '.zoo.lock' for n in os.listdir(stale))
+    assert os.path.isfile(os.path.join(stale, 'model.safetensors'))
+
+
+def test_checkpoint_write_failure_keeps_previous_files(run, tmp_path, monkeypatch):
+    import errno
+    from zoo.common import io as zio
+    from zoo.common.errors import OutputWriteError
+    out = tmp_path / 'w'
+    shutil.copytree(run['output'], out)
+    last, best = out / 'checkpoint-last.pth', out / 'checkpoint-best.pth'
+    before = last.read_bytes(), best.read_bytes()
+    state = torch.load(last, weights_only=True)
+
+    def full_disk(obj, f):
+        f.write(b'partial')
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(zio.torch, 'save', full_disk)
+    with pytest.raises(OutputWriteError, match='No space left on device.*free some space'):
+        zio.save_checkpoint_files(state, str(last), str(best))
+    assert (last.read_bytes(), best.read_bytes()) == before
+    assert not any(n.startswith('.tmp-') for n in os.listdir(out))
+    monkeypatch.undo()
+    zio.save_checkpoint_files(state, str(last), str(best))  # best and last: the same complete file
+    assert os.path.samefile(last, best) or last.read_bytes() == best.read_bytes()
+    zio.save_checkpoint_files(dict(state, epoch=99), str(last))  # replacing last leaves best alone
+    assert torch.load(best, weights_only=True)['epoch'] == state['epoch']
+
+
+def test_sweep_writes_every_row_and_survives_failures(run, data, tmp_path, monkeypatch, caplog):
+    from zoo.eval import resolution
+    real = resolution.evaluate
+    out = str(tmp_path / 'sweep')
+    argv = ['--run', run['output'], '--data-dir', data, '--sizes', '24', '32', '40', '--workers', '0',
+            '--no-progress', '--output', out]
+
+    def interrupt_at_40(model, loader, *a, **k):
+        if loader.dataset.transform.transforms[1].size == (40, 40):
+            raise KeyboardInterrupt
+        return real(model, loader, *a, **k)
+
+    monkeypatch.setattr(resolution, 'evaluate', interrupt_at_40)
+    with pytest.raises(KeyboardInterrupt):
+        eval_resolution(argv)
+    df = pd.read_csv(os.path.join(out, 'results.csv'))
+    assert list(df['size']) == [24, 32]  # the finished sizes were kept
+    assert 'Incomplete: 2 of 3' in open(os.path.join(out, 'report.md')).read()
+    assert os.path.getsize(os.path.join(out, 'scaling.png')) > 0 and not os.path.exists(os.path.join(out, '.zoo.lock'))
+
+    # --overwrite of a report: the old one stays until the new one is complete
+    old = open(os.path.join(out, 'results.csv')).read()
+    with pytest.raises(KeyboardInterrupt):
+        eval_resolution([*argv, '--overwrite'])
+    assert open(os.path.join(out, 'results.csv')).read() == old
+
+    def oom_at_40(model, loader, *a, **k):
+        if loader.dataset.transform.transforms[1].size == (40, 40):
+            raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 20.00 GiB')
+        return real(model, loader, *a, **k)
+
+    monkeypatch.setattr(resolution, 'evaluate', oom_at_40)
+    with caplog.at_level('INFO', logger='zoo'):
+        assert main(['eval-resolution', *argv, '--overwrite', '--sizes', '24', '40', '32']) == 1
+    assert 'roughly' in caplog.text  # the per-size time estimate
+    df = pd.read_csv(os.path.join(out, 'results.csv'))
+    assert list(df['size']) == [24, 32, 40] and df['top1'].isna().tolist() == [False, False, True]
+    assert 'OutOfMemoryError' in df['error'].iloc[2]
+    report = open(os.path.join(out, 'report.md')).read()
+    assert 'Failed evaluations' in report and 'out of memory' in report and 'failed' in report
+    assert 'Incomplete' not in report and not os.path.exists(os.path.join(out, 'incomplete'))
+
+
+def test_plain_timm_model_and_ema_through_run(data, tmp_path):
+    out = str(tmp_path / 'timm')
+    train(['--model', 'vit_tiny_patch16_224', '--data-dir', data, '--output', out, *TINY, '--epochs', '1',
+           '--model-ema', '--model-ema-decay', '0.5', '--results-file', str(tmp_path / 'train.json')])
+    assert json.load(open(tmp_path / 'train.json'))[0]['model'] == 'vit_tiny_patch16_224'
+    ev = str(tmp_path / 'ev')
+    result = eval_resolution(['--run', out, '--data-dir', data, '--sizes', '32', '--workers', '0', '--no-progress',
+                              '--output', ev, '--use-ema', '--results-file', str(tmp_path / 'rows.csv')])
+    assert result['rows'][0]['n'] == 12 and result['rows'][0]['weights'] == 'EMA'
+    report = open(os.path.join(ev, 'report.md')).read()
+    assert 'EMA' in report and '`--use-ema`' in report
+    assert len(pd.read_csv(tmp_path / 'rows.csv')) == 1
+    # the EMA weights really are the ones evaluated: same count as an independent evaluation of model_ema
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    model = timm.create_model('vit_tiny_patch16_224', num_classes=3, img_size=32, **ckpt['meta']['model_kwargs'])
+    model.load_state_dict(ckpt['model_ema'])
+    from zoo.common.evaluate import evaluate
+    from zoo.common.data import make_loader
+    from zoo.datasets import open_image_folder
+    cfg = ckpt['meta']['data_config']
+    tf = create_transform((3, 32, 32), interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'],
+                          crop_pct=cfg['crop_pct'])
+    counts = evaluate(model, make_loader(open_image_folder(data, None, tf), 5, 0, False), torch.device('cpu'))
+    assert counts.correct1 == result['rows'][0]['correct1']
+
+
+def test_safetensors_export_is_evaluable(run, data, tmp_path):
+    from safetensors.torch import load_file
+    path = os.path.join(run['output'], 'model.safetensors')
+    ckpt = torch.load(os.path.join(run['output'], 'checkpoint-last.pth'), weights_only=True)
+    tensors = load_file(path)
+    assert all(torch.equal(tensors[k], v) for k, v in ckpt['model'].items())
+    out = str(tmp_path / 'ev')
+    a = eval_resolution(['--checkpoint', path, '--data-dir', data, '--sizes', '32', '--workers', '0', '--output', out,
+                         '--no-progress'])
+    b = eval_resolution(['--run', run['output'], '--data-dir', data, '--sizes', '32', '--workers', '0',
+                         '--output', out + '2', '--no-progress'])
+    assert a['rows'][0]['correct1'] == b['rows'][0]['correct1'] and a['rows'][0]['model'] == APE
+
+
+def test_timm_flags(data, tmp_path, capsys):
+    classes = tmp_path / 'map.txt'
+    classes.write_text('red\nblue\n')  # two of the three classes, in another order
+    out = str(tmp_path / 'f')
+    result = train(['--model', APE, '--data-dir', data, '--output', out, *TINY, '--epochs', '1', '-b', '4', '-j', '0',
+                    '--grad-accum-steps', '2', '--channels-last', '--amp', '--amp-dtype', 'bfloat16', '--pin-mem',
+                    '--class-map', str(classes), '--max-val-per-class', '2'])
+    meta = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['meta']
+    assert meta['class_names'] == ['red', 'blue'] and meta['num_classes'] == 2
+    assert meta['args']['batch_size'] == 4 and meta['args']['grad_accum_steps'] == 2
+    assert result['history'][0]['val_top1'] >= 0
+    m = pd.read_csv(os.path.join(out, 'metrics.csv'))
+    assert len(m) == 1
+    # validation subsampled: 2 per class x 2 classes
+    res = eval_resolution(['--run', out, '--data-dir', data, '--sizes', '32', '-j', '0', '-b', '3', '--no-progress',
+                           '--output', str(tmp_path / 'ev'), '--class-map', str(classes), '--interpolation',
+                           'bilinear', '--mean', '0.5', '0.5', '0.5', '--std', '0.5', '0.5', '0.5', '--channels-last'])
+    assert res['rows'][0]['n'] == 8 and res['rows'][0]['interpolation'] == 'bilinear'
+    # a validation progress bar while training
+    capsys.readouterr()
+    train(['--model', APE, '--data-dir', data, '--output', str(tmp_path / 'bar'),
+           *[a for a in TINY if a != '--no-progress'], '--epochs', '1'])
+    assert 'validate' in capsys.readouterr().err
+
+
+def test_grad_accum_updates_per_step_count(data, tmp_path):
+    """4 batches of 6 with --grad-accum-steps 2 make 2 optimizer updates per epoch (the LR schedule counts them)."""
+    out = str(tmp_path / 'ga')
+    train(['--model', APE, '--data-dir', data, '--output', out, *TINY, '--epochs', '1', '-b', '6',
+           '--grad-accum-steps', '2', '--warmup-epochs', '0'])
+    opt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['optimizer']
+    steps = {int(s['step']) for s in opt['state'].values() if 'step' in s}
+    assert steps == {2}, steps
