@@ -9,6 +9,9 @@ split into 64 frame blocks, each with 3 timestamp tokens). Reports the median of
 * ``cos/sin``: :func:`multimodal_rope_cos_sin` for head_dim 128 in float32.
 
 Usage: ``python benchmarks/multimodal_rope_ids.py [--repeats 5] [--threads 1]`` (prints a markdown table).
+
+``--demo-table`` instead prints the ids every scheme assigns to one small image-plus-video layout (the tables of
+``docs/multimodal_rope.md``).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import argparse
 import platform
 import statistics
 import time
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -35,7 +39,51 @@ CASES = [
     ('MRoPE-Interleave, spatial_reset', 'mrope_interleave', {'spatial_reset': True}, 'qwen3'),
     ('VRoPE', 'vrope', {}, 'qwen2'),
     ('V2PE (stride 64)', 'v2pe', {'stride': 64}, 'qwen2'),
+    ('VideoRoPE (delta 2)', 'videorope', {}, 'qwen2'),
+    ('HoPE (gamma 1)', 'hope', {}, 'qwen2'),
 ]
+
+DEMO_LAYOUT = [
+    {'type': 'text', 'len': 2},
+    {'type': 'image', 't': 1, 'h': 2, 'w': 2},
+    {'type': 'text', 'len': 1},
+    {'type': 'video', 't': 3, 'h': 2, 'w': 2, 'second_per_grid_t': 1.0},
+    {'type': 'text', 'len': 2},
+]
+
+
+def _fmt(col: torch.Tensor) -> str:
+    return ','.join(f'{v:g}' if isinstance(v, float) else str(v) for v in col.tolist())
+
+
+def demo_table(segments: Sequence[Mapping[str, Any]] = tuple(DEMO_LAYOUT)) -> str:
+    """Markdown tables of the ids every scheme assigns to one image-plus-video layout.
+
+    Table 1 uses the Qwen2-VL token sequence (rope1d, M-RoPE Qwen2-VL, M-RoPE Qwen2.5-VL with
+    ``tokens_per_second=2``, VRoPE, V2PE with stride 64, VideoRoPE with delta 2, HoPE with gamma 0.75). Table 2 uses
+    the Qwen3-VL sequence (video split into frames with timestamp text) for MRoPE-Interleave (MHRoPE has the same
+    ids) with and without ``spatial_reset``.
+    """
+    segments = list(segments)
+    types = mm.layout_to_inputs(segments, style='qwen2')['token_types']
+    cols = [('rope1d', 'rope1d', {}), ('M-RoPE (Qwen2-VL) t,h,w', 'mrope', {}),
+            ('M-RoPE (Qwen2.5-VL, tps=2) t,h,w', 'qwen2_5_vl', {}), ('VRoPE p1..p4', 'vrope', {}),
+            ('V2PE (stride 64)', 'v2pe', {}), ('VideoRoPE (delta 2) t,h,w', 'videorope', {}),
+            ('HoPE (gamma 0.75) t,h,w', 'hope', {'gamma': 0.75})]
+    ids = [mm.get_layout_position_ids(s, segments, style='qwen2', **kw)[0][:, 0] for _, s, kw in cols]
+    lines = ['Qwen2-VL token sequence (V2PE: delta = 64/256 = 0.25 per visual token):', '',
+             '| # | token | ' + ' | '.join(c[0] for c in cols) + ' |', '|' + '---|' * (2 + len(cols))]
+    for i, typ in enumerate(types):
+        lines.append(f'| {i} | {typ} | ' + ' | '.join(_fmt(p[:, i]) for p in ids) + ' |')
+    types3 = mm.layout_to_inputs(segments, style='qwen3', timestamp_tokens_per_frame=1)['token_types']
+    ids3 = [mm.get_layout_position_ids('mrope_interleave', segments, timestamp_tokens_per_frame=1,
+                                       spatial_reset=sr)[0][:, 0] for sr in (False, True)]
+    lines += ['', 'MRoPE-Interleave (and MHRoPE) on the Qwen3-VL sequence of the same layout (video split into frames, '
+              '1 timestamp token per frame):', '',
+              '| # | token | MRoPE-I t,h,w | MRoPE-I spatial_reset t,h,w |', '|---|---|---|---|']
+    for i, typ in enumerate(types3):
+        lines.append(f'| {i} | {typ} | {_fmt(ids3[0][:, i])} | {_fmt(ids3[1][:, i])} |')
+    return '\n'.join(lines)
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -52,7 +100,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads (default 1)')
+    parser.add_argument('--demo-table', action='store_true', help='print the per-scheme id table (markdown) and exit')
     args = parser.parse_args(argv)
+    if args.demo_table:
+        print('Layout: ' + ', '.join(
+            f"text {s['len']}" if s['type'] == 'text' else f"{s['type']} {s['t']}x{s['h']}x{s['w']}"
+            for s in DEMO_LAYOUT) + ' (merged grids; markers are text)\n')
+        print(demo_table())
+        return
     torch.set_num_threads(args.threads)
     rows = []
     for label, scheme, kw, style in CASES:
