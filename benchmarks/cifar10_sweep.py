@@ -151,7 +151,8 @@ def job(run: dict, args, env: dict) -> dict:
             log(f'{status.upper()} {run["name"]} (see {log_path})')
             return dict(run, status=status, seconds=time.time() - t0)
     metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
-    train_s = time.time() - t0 if not done else float(metrics['epoch_s'].sum())
+    epoch_s = _epoch_seconds(out, metrics)
+    train_s = time.time() - t0 if not done else float(epoch_s.sum())
     eval_dir = os.path.join(out, 'eval')
     if not os.path.isfile(os.path.join(eval_dir, 'results.json')) or not done:
         cmd = [*zoo, 'eval-resolution', '--run', out, '--label', run['label'], '--data-dir', args.data,
@@ -171,7 +172,17 @@ def job(run: dict, args, env: dict) -> dict:
             json.dump(dict(train_s=train_s, total_s=seconds), f)
     log(f'done {run["name"]}: val top-1 {metrics["val_top1"].iloc[-1]:.2f} ({seconds / 60:.1f} min)')
     return dict(run, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1]),
-                epoch_s=float(metrics['epoch_s'].mean()))
+                epoch_s=float(epoch_s.mean()))
+
+
+def _epoch_seconds(out: str, metrics: pd.DataFrame) -> pd.Series:
+    """Wall seconds per epoch: ``summary.csv`` (timm's format, appended per session: the last row of an epoch run
+    twice counts), or the ``epoch_s`` column of runs made before wall times left ``metrics.csv``."""
+    path = os.path.join(out, 'summary.csv')
+    if 'epoch_s' in metrics:
+        return metrics['epoch_s']
+    summary = pd.read_csv(path).drop_duplicates('epoch', keep='last')
+    return summary['train_seconds']
 
 
 def noise_section(df: pd.DataFrame, runs: List[dict], sizes: List[int], train_size: int) -> List[str]:
