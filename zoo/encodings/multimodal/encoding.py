@@ -91,8 +91,9 @@ def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float) 
     axes = axes.to(pos.device)
     inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
     freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))                   # (H, half)
-    per_pair = pos.to(torch.float32).index_select(0, axes.clamp(min=0).flatten())        # (H*half, B, L)
-    per_pair = per_pair.view(*axes.shape, *pos.shape[1:]).permute(2, 0, 3, 1)            # (B, H, L, half)
+    b, n = pos.shape[1:]
+    per_pair = pos.to(torch.float32).permute(1, 2, 0).index_select(-1, axes.clamp(min=0).flatten())  # (B, L, H*half)
+    per_pair = per_pair.view(b, n, *axes.shape).transpose(1, 2)                          # (B, H, L, half)
     return rope_sin_cos(per_pair * freq[None, :, None, :], LAYOUT)
 
 
