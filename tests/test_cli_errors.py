@@ -151,7 +151,7 @@ def test_bad_model_kwargs_values(data, tmp_path, capsys, kwarg):
     assert not os.path.exists(tmp_path / 'o')
 
 
-def test_one_empty_class_folder(data, tmp_path, capsys):
+def test_one_empty_class_folder(runs, data, tmp_path, capsys):
     root = tmp_path / 'd'
     shutil.copytree(data, root)
     (root / 'train' / 'zebra').mkdir()
@@ -159,6 +159,9 @@ def test_one_empty_class_folder(data, tmp_path, capsys):
     (root / 'train' / 'zebra' / 'notes.txt').write_text('no image')
     err = _err(capsys, ['train', '--model', APE, '--data-dir', str(root), *TINY, '--output', str(tmp_path / 'o')])
     assert "['zebra']" in err and 'hold no images' in err and 'no images in' not in err
+    err = _err(capsys, ['eval-resolution', '--run', runs['ape'], '--data-dir', str(root), '--sizes', '32',
+                        '--output', str(tmp_path / 'e')])
+    assert "['zebra']" in err and 'hold no images' in err
 
 
 def test_checkpoint_path_is_a_directory(runs, data, tmp_path, capsys):

@@ -211,12 +211,13 @@ def _old_results(out: str) -> List[str]:
 
 
 def _open_eval_folder(args, transform=None):
-    root = os.path.join(args.data_dir, args.split) if args.split else None
-    if root and os.path.isdir(root):
-        check_class_folders(root)
+    if args.split:
+        root = os.path.join(args.data_dir, args.split)
+    else:  # as open_image_folder picks it: val/, test/ or the folder itself
+        root = next((os.path.join(args.data_dir, n) for n in ('val', 'test')
+                     if os.path.isdir(os.path.join(args.data_dir, n))), args.data_dir)
+    check_class_folders(root)
     ds = open_image_folder(args.data_dir, args.split, transform, args.max_per_class)
-    if not args.split:
-        check_class_folders(ds.root)
     if args.class_map:
         apply_class_map(ds, load_class_map(args.class_map), args.class_map)
     return ds
