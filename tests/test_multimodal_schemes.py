@@ -369,3 +369,15 @@ def test_apply_rejects_bad_heads():
     with pytest.raises(ValueError, match='unsqueeze_dim'):
         mm.apply_multimodal_rope(torch.zeros(1, 2, 2, 16), torch.zeros(1, 2, 2, 16),
                                  torch.zeros(3, 1, 2, dtype=torch.long), unsqueeze_dim=3)
+
+
+@pytest.mark.parametrize('scheme', ['qwen3_vl', 'hope'])
+def test_encoding_in_a_tiny_vit(scheme):
+    """The grid path inside a backbone: forward/backward, a new input size, patch dropout."""
+    from zoo.models.vit import PEVisionTransformer
+    torch.manual_seed(0)
+    m = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=3,
+                            pe='multimodal_rope', pe_kwargs={'scheme': scheme, 'theta': 100.0}, dynamic_img_size=True,
+                            patch_drop_rate=0.5)
+    m(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert m.eval()(torch.randn(1, 3, 48, 40)).shape == (1, 3)

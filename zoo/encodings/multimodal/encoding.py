@@ -260,7 +260,7 @@ class MultimodalRoPE(PosEncoding):
         as text, then the grid as one visual block (an image when ``T == 1``, else one un-split video block) laid out
         by the scheme at ``s = num_prefix_tokens``, without marker tokens."""
         t, h, w = grid
-        npt = int(num_prefix_tokens)
+        npt = num_prefix_tokens
         spec = self.spec
         dtype = torch.float64 if spec.float_positions else torch.int64
         block = Block(VIDEO if t != 1 else IMAGE, t * h * w, t, h, w)
@@ -282,8 +282,8 @@ class MultimodalRoPE(PosEncoding):
                                  f'{tuple(ids.shape)}; fix: build them with get_position_ids({self.scheme!r}, ...)')
             term = self.term(ids, device)
         elif pos.grid is not None:
-            grid, npt = tuple(int(x) for x in pos.grid), pos.num_prefix_tokens
-            term = self._cache.get((grid, npt, str(device)),
+            grid, npt = pos.grid, pos.num_prefix_tokens  # no int(): sizes stay symbolic under export / compile
+            term = self._cache.get(lambda: (tuple(int(x) for x in grid), npt, str(device)),
                                    lambda: self.term(self.grid_position_ids(grid, npt), device)).select(pos)
         else:
             raise ValueError('multimodal_rope needs Positions.ids (A, B, L) or a patch grid; fix: pass '
