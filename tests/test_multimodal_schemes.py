@@ -6,7 +6,6 @@ the schemes are checked against their definitions on random layouts, with paddin
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 

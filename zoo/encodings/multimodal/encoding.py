@@ -80,7 +80,8 @@ def axis_of_pair(scheme: str, head_dim: int, mrope_section: Optional[Sequence[in
 def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Tensor:
     pos = position_ids if position_ids.dim() == 3 else position_ids.unsqueeze(0)
     if pos.dim() != 3 or pos.shape[0] not in (1, num_axes):
-        raise ValueError(f'position ids must be (A, B, L) with A = {num_axes} ({", ".join(get_scheme(scheme).axis_names)}) '
+        names = ', '.join(get_scheme(scheme).axis_names)
+        raise ValueError(f'position ids must be (A, B, L) with A = {num_axes} ({names}) '
                          f'for scheme {scheme!r}, got shape {tuple(position_ids.shape)}; fix: build them with '
                          f'get_position_ids({scheme!r}, ...) (A = 1 is accepted for text: every axis equal)')
     return pos.expand(num_axes, -1, -1) if pos.shape[0] != num_axes else pos
