@@ -44,9 +44,9 @@ def paint(frame: np.ndarray, mask: np.ndarray, color: Tuple[int, int, int]) -> N
     frame[mask] = color
 
 
-def write_mp4(path: str, frames: np.ndarray, fps: float = 8, crf: int = 18) -> None:
+def write_mp4(path: str, frames: np.ndarray, fps: float = 8, crf: int = 18, faststart: bool = False) -> None:
     """Encode uint8 ``(T, H, W, 3)`` RGB frames as H.264 (yuv420p, libx264 through PyAV, one thread) to ``path``,
-    atomically. H and W must be even."""
+    atomically. H and W must be even. ``faststart`` puts the index (moov) before the frames."""
     import av
     from zoo.common.io import write_atomic
     t, h, w, _ = frames.shape
@@ -54,9 +54,12 @@ def write_mp4(path: str, frames: np.ndarray, fps: float = 8, crf: int = 18) -> N
         raise ValueError(f'frame size {h}x{w} must be even for yuv420p H.264; choose an even --size')
 
     def write(tmp: str) -> None:
-        with av.open(tmp, 'w', format='mp4') as out:
+        with av.open(tmp, 'w', format='mp4', options={'movflags': 'faststart'} if faststart else {}) as out:
             rate = Fraction(fps).limit_denominator(1001)
-            stream = out.add_stream('libx264', rate=rate, options={'crf': str(crf), 'preset': 'veryfast'})
+            # one x264 thread (lookahead included): multi-threaded x264 output differs from run to run
+            opts = {'crf': str(crf), 'preset': 'veryfast', 'threads': '1',
+                    'x264-params': 'threads=1:lookahead-threads=1'}
+            stream = out.add_stream('libx264', rate=rate, options=opts)
             stream.width, stream.height, stream.pix_fmt = w, h, 'yuv420p'
             stream.codec_context.thread_count = 1
             for f in frames:

@@ -16,7 +16,8 @@ Every read returns the sampled frame indices and their presentation timestamps i
 Real files fail in ways the header does not show: decord can report more frames than it can decode and raise in the
 middle of ``get_batch``. Every failure becomes one :class:`VideoReadError` with a ``reason`` (``missing``,
 ``undecodable``, ``zero_frames``, ``truncated``, ``bad_window``) that datasets count and report. With
-``on_truncated='clamp'`` a truncated file is read from its decodable prefix instead (the sampling is redone over it).
+``on_truncated='clamp'`` a truncated file is read from a leading part that decodes instead (the sampling is redone
+over shorter and shorter prefixes until a read succeeds).
 
 Readers are opened per read and dropped right after (decord keeps whole packet indexes in memory), so memory stays flat
 over long loops. :class:`FrameCache` stores decoded, resized frames on disk, keyed by the file (real path, size,
@@ -51,8 +52,8 @@ class VideoReadError(RuntimeError):
     Attributes:
         path: the file.
         reason: ``missing`` (no such file), ``undecodable`` (decord cannot open it, or it has no frame rate),
-            ``zero_frames``, ``truncated`` (frames the header promises do not decode), ``bad_window`` (the start/end
-            window holds no frame of the video).
+            ``zero_frames``, ``truncated`` (the file ends or breaks mid-stream: the demuxer fails while indexing, or
+            frames the index promises do not decode), ``bad_window`` (the start/end window holds no frame).
         detail: one line saying what failed.
     """
     REASONS = ('missing', 'undecodable', 'zero_frames', 'truncated', 'bad_window')
@@ -68,10 +69,30 @@ def _decord():
     return decord
 
 
-def _open_reader(path: str):
+def _open_reader(path: str, **kwargs):
     """Open one decord reader (CPU, one thread). A single place, so tests can count decoder openings."""
     decord = _decord()
-    return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
+    return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **kwargs)
+
+
+def _batch(path: str, vr, idx: np.ndarray):
+    """``vr.get_batch`` as uint8 ``(T, H, W, 3)``; returns ``(frames, reader)``.
+
+    decord 0.6 fails on some frame widths (e.g. 48 px) with "DECORDArrayCopyFromTo: The size must exactly match"
+    (its row padding); such files are decoded through decord's scaler at a width rounded up to 32 pixels and resized
+    back to the native size.
+    """
+    try:
+        return _get_batch(vr, idx), vr
+    except Exception as e:
+        if 'DECORDArrayCopyFromTo' not in str(e):
+            raise
+    import av
+    with av.open(path) as c:
+        h, w = c.streams.video[0].height, c.streams.video[0].width
+    vr = _open_reader(path, width=-(-w // 32) * 32, height=h)
+    arr = _get_batch(vr, idx)
+    return resize_frames(torch.from_numpy(arr), (h, w)).numpy(), vr
 
 
 def _one_line(e: BaseException) -> str:
@@ -188,8 +209,8 @@ class VideoClip:
         timestamps: float64 ``(T,)`` presentation times in seconds.
         fps: the video's average frame rate.
         num_frames: frames the header reports.
-        decodable_frames: frames that decode, when fewer than ``num_frames`` were found (``on_truncated='clamp'``);
-            else ``None``.
+        decodable_frames: for a truncated file read with ``on_truncated='clamp'``, the number of leading frames
+            the sampling was redone over (their read succeeded); else ``None``.
         path: the file.
     """
     frames: torch.Tensor
@@ -234,12 +255,13 @@ def probe_video(path: str, check_last: bool = True) -> VideoInfo:
     """
     vr, n, fps = _open(path)
     try:
-        first = vr[0].shape
+        first = _batch(path, vr, np.zeros(1, dtype=np.int64))[0].shape[1:]
     except Exception as e:
-        raise VideoReadError(path, 'undecodable', f'first frame: {_one_line(e)}') from None
+        raise VideoReadError(path, 'truncated', f'header says {n} frames, frame 0 does not decode '
+                             f'({_one_line(e)})') from None
     if check_last and n > 1:
         try:
-            vr[n - 1]
+            _batch(path, vr, np.array([n - 1]))
         except Exception as e:
             raise VideoReadError(path, 'truncated', f'header says {n} frames, frame {n - 1} does not decode '
                                  f'({_one_line(e)})') from None
@@ -247,24 +269,28 @@ def probe_video(path: str, check_last: bool = True) -> VideoInfo:
     return VideoInfo(num_frames=n, fps=fps, duration=n / fps, height=int(first[0]), width=int(first[1]))
 
 
-def _decodable_prefix(path: str, vr, n: int, known_bad: int) -> int:
-    """Number of leading frames that decode, by bisection between 0 and ``known_bad`` (a failing index)."""
-    def ok(i: int) -> bool:
+def _read_prefix(path: str, sampling: FrameSampling, n: int, fps: float, start: Optional[float],
+                 end: Optional[float], generator: Optional[np.random.Generator], first_error: Exception):
+    """Sample again over shorter and shorter leading parts of a truncated video until a read succeeds.
+
+    Decodability after a cut is not monotone in the frame index (frames depend on later ones), so every try is a
+    full batch read on a fresh reader. Returns ``(reader, indices, frames, decodable frames)``.
+    """
+    good = n
+    while good > 1:
+        good = good - 1 if good <= 8 else good * 3 // 4
         try:
-            vr[i]
-            return True
+            idx = sampling.indices(good, fps, start, end, generator)
+        except VideoReadError as e:
+            raise VideoReadError(path, 'truncated', f'{e.detail}, the header says {n} frames but only part of '
+                                 f'them decode ({_one_line(first_error)})') from None
+        vr = _open_reader(path)
+        try:
+            arr, vr = _batch(path, vr, idx)
+            return vr, idx, arr, good
         except Exception:
-            return False
-    if not ok(0):
-        return 0
-    lo, hi = 0, known_bad  # frame lo decodes, frame hi does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo + 1
+            del vr
+    raise VideoReadError(path, 'truncated', f'header says {n} frames, none decodes ({_one_line(first_error)})')
 
 
 def _get_batch(vr, idx: np.ndarray) -> np.ndarray:
@@ -429,24 +455,13 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
             raise VideoReadError(path, e.reason, e.detail) from None
         decodable = None
         try:
-            arr = _get_batch(vr, idx)
-        except Exception as e:
-            first_fail = next((int(i) for i in np.unique(idx) if not _decodes(vr, int(i))), int(idx.max()))
-            good = _decodable_prefix(path, vr, n, first_fail)
-            if good == 0:
-                raise VideoReadError(path, 'undecodable', f'no frame decodes ({_one_line(e)})') from None
+            arr, vr = _batch(path, vr, idx)
+        except Exception as e:  # the index promised frames that do not decode: the data is cut or damaged
+            vr = None
             if on_truncated == 'error':
-                raise VideoReadError(path, 'truncated', f'header says {n} frames, only {good} decode '
-                                     f'({_one_line(e)})') from None
-            decodable = good
-            try:
-                idx = sampling.indices(good, fps, start, end, generator)
-                arr = _get_batch(vr, idx)
-            except VideoReadError as e2:
-                raise VideoReadError(path, e2.reason, f'{e2.detail} (only {good} of {n} frames decode)') from None
-            except Exception as e2:
-                raise VideoReadError(path, 'truncated', f'{good} of {n} frames decode, reading them again failed '
-                                     f'({_one_line(e2)})') from None
+                raise VideoReadError(path, 'truncated', f'header says {n} frames, reading frames '
+                                     f'{idx.min()}..{idx.max()} failed ({_one_line(e)})') from None
+            vr, idx, arr, decodable = _read_prefix(path, sampling, n, fps, start, end, generator, e)
         ts = _timestamps(vr, idx, fps)
     finally:
         del vr
@@ -457,10 +472,3 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
         cache.put(key, clip)
     return clip
 
-
-def _decodes(vr, i: int) -> bool:
-    try:
-        vr[i]
-        return True
-    except Exception:
-        return False

@@ -1,0 +1,326 @@
+"""Video reading (decord), the video-folder dataset, the frame cache and the synthetic video generators."""
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from zoo.datasets import video as video_mod
+from zoo.datasets._synth import write_mp4
+from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, frames_to_clip, probe_video, read_video
+from zoo.datasets.video_folder import BadVideo, SafeVideoFolder, collate_video_skip_bad, count_bad
+
+
+def _pattern(n, size=32):
+    """Frame t: all pixels = 8 * t in the green channel (so a frame's index can be read back from its pixels)."""
+    f = np.zeros((n, size, size, 3), dtype=np.uint8)
+    f[..., 1] = (np.arange(n) * 8).astype(np.uint8)[:, None, None]
+    f[..., 0] = 60
+    return f
+
+
+def _noise(n, size=32, seed=0):
+    return np.random.default_rng(seed).integers(0, 255, (n, size, size, 3), dtype=np.uint8)
+
+
+def make_truncated(path, n=12):
+    """A faststart MP4 whose last ~200 bytes are cut: decord opens it, reports n frames, the last ones fail."""
+    write_mp4(path, _noise(n), fps=8, faststart=True)
+    data = open(path, 'rb').read()
+    with open(path, 'wb') as f:
+        f.write(data[:-200])
+
+
+@pytest.fixture(scope='module')
+def clip(tmp_path_factory):
+    p = str(tmp_path_factory.mktemp('v') / 'pattern.mp4')
+    write_mp4(p, _pattern(24), fps=8, crf=0)
+    return p
+
+
+# ---- sampling rules -------------------------------------------------------------------------------------------
+
+def test_uniform_is_mvbench_midpoints():
+    # MVBench get_index: seg = (99 - 0) / 8, idx = int(seg / 2 + round(seg * k))
+    assert FrameSampling('uniform', 8).indices(100, 10).tolist() == [6, 18, 31, 43, 56, 68, 80, 93]
+    # window [2 s, 5 s] at 10 fps: frames 20..50, seg = 7.5
+    assert FrameSampling('uniform', 4).indices(100, 10, start=2, end=5).tolist() == [23, 31, 38, 45]
+
+
+def test_stride_fps_and_random_rules():
+    assert FrameSampling('stride', 4, stride=3).indices(100, 10).tolist() == [45, 48, 51, 54]  # centred
+    assert FrameSampling('stride', 4, stride=3).indices(5, 10).tolist() == [0, 3, 4, 4]  # clamped to the end
+    assert FrameSampling('fps', None, fps=1).indices(100, 10).tolist() == [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]
+    assert FrameSampling('fps', 4, fps=1).indices(100, 10).tolist() == [12, 37, 62, 87]  # capped: spread uniformly
+    s = FrameSampling('uniform', 4, random=True)
+    a = s.indices(100, 10, generator=np.random.default_rng(3))
+    assert a.tolist() == s.indices(100, 10, generator=np.random.default_rng(3)).tolist()
+    assert all(25 * k <= i < 25 * (k + 1) for k, i in enumerate(a))  # one frame inside each segment
+    draws = {tuple(s.indices(100, 10, generator=np.random.default_rng(k))) for k in range(5)}
+    assert len(draws) > 1
+    r = FrameSampling('stride', 4, stride=2, random=True).indices(40, 10, start=1, end=2,
+                                                                   generator=np.random.default_rng(0))
+    assert 10 <= r[0] and r[-1] <= 20 and np.all(np.diff(r) == 2)
+
+
+@pytest.mark.parametrize('kwargs', [dict(mode='bogus'), dict(num_frames=0), dict(mode='fps', fps=None),
+                                    dict(mode='fps', fps=-1.0), dict(mode='stride', stride=0)])
+def test_bad_sampling_is_a_value_error(kwargs):
+    with pytest.raises(ValueError):
+        FrameSampling(**kwargs)
+
+
+def test_window_outside_video_is_bad_window(clip):
+    with pytest.raises(VideoReadError) as e:
+        read_video(clip, FrameSampling('uniform', 4), start=100, end=200)
+    assert e.value.reason == 'bad_window'
+
+
+# ---- reading ---------------------------------------------------------------------------------------------------
+
+def test_read_returns_frames_indices_timestamps(clip):
+    c = read_video(clip, FrameSampling('uniform', 4))
+    assert c.frames.dtype == torch.uint8 and c.frames.shape == (4, 32, 32, 3)
+    assert c.indices.tolist() == FrameSampling('uniform', 4).indices(24, 8).tolist()
+    assert torch.allclose(c.timestamps, c.indices.double() / 8)  # 8 fps file
+    green = c.frames[..., 1].float().mean((1, 2))
+    assert torch.allclose(green, c.indices.float() * 8, atol=3)  # the frames really are those indices
+    w = read_video(clip, FrameSampling('uniform', 4), start=1.0, end=2.0, size=(16, 24))
+    assert w.frames.shape == (4, 16, 24, 3) and 8 <= int(w.indices.min()) and int(w.indices.max()) <= 16
+    assert float(w.timestamps.min()) >= 1.0 and float(w.timestamps.max()) <= 2.0
+    x = frames_to_clip(read_video(clip, FrameSampling('uniform', 3), size=16).frames, (0.5,) * 3, (0.25,) * 3)
+    assert x.shape == (3, 3, 16, 16) and x.dtype == torch.float32
+    assert torch.allclose(x[0], torch.full_like(x[0], (60 / 255 - 0.5) / 0.25), atol=0.1)
+    info = probe_video(clip)
+    assert (info.num_frames, info.fps, info.height, info.width) == (24, 8.0, 32, 32)
+
+
+def test_bad_files_raise_one_error_type(tmp_path):
+    with pytest.raises(VideoReadError) as e:
+        read_video(str(tmp_path / 'nope.mp4'), FrameSampling())
+    assert e.value.reason == 'missing'
+    junk = tmp_path / 'junk.mp4'
+    junk.write_bytes(np.random.default_rng(0).bytes(4000))
+    with pytest.raises(VideoReadError) as e:
+        read_video(str(junk), FrameSampling())
+    assert e.value.reason == 'undecodable' and 'junk.mp4' in str(e.value)
+    cut = str(tmp_path / 'cut.mp4')
+    make_truncated(cut)
+    with pytest.raises(VideoReadError) as e:
+        read_video(cut, FrameSampling('stride', 12))  # reaches the last frames, which do not decode
+    assert e.value.reason == 'truncated'
+    c = read_video(cut, FrameSampling('stride', 12), on_truncated='clamp')
+    assert c.num_frames == 12 and c.decodable_frames is not None and 0 < c.decodable_frames < 12
+    assert int(c.indices.max()) < c.decodable_frames and c.frames.shape[0] == 12
+    with pytest.raises(VideoReadError) as e:
+        probe_video(cut)
+    assert e.value.reason == 'truncated'
+
+
+def test_zero_frame_video(tmp_path, monkeypatch):
+    class Empty:
+        def __len__(self):
+            return 0
+
+        def get_avg_fps(self):
+            return 25.0
+    p = tmp_path / 'empty.mp4'
+    p.write_bytes(b'\0')
+    monkeypatch.setattr(video_mod, '_open_reader', lambda path, **kw: Empty())
+    with pytest.raises(VideoReadError) as e:
+        read_video(str(p), FrameSampling())
+    assert e.value.reason == 'zero_frames'
+
+
+def test_cache_decodes_once(clip, tmp_path, monkeypatch):
+    opened = []
+    real = video_mod._open_reader
+    monkeypatch.setattr(video_mod, '_open_reader', lambda p, **kw: opened.append(p) or real(p, **kw))
+    cache = FrameCache(str(tmp_path / 'cache'))
+    s = FrameSampling('uniform', 6)
+    a = read_video(clip, s, size=16, cache=cache)
+    for _ in range(3):
+        b = read_video(clip, s, size=16, cache=cache)
+    assert len(opened) == 1 and cache.hits == 3
+    assert torch.equal(a.frames, b.frames) and torch.equal(a.indices, b.indices)
+    assert torch.equal(a.timestamps, b.timestamps)
+    read_video(clip, s, size=24, cache=cache)                       # another size: decoded
+    read_video(clip, FrameSampling('uniform', 5), size=16, cache=cache)  # another sampling: decoded
+    read_video(clip, s, size=16, start=0.5, cache=cache)             # another window: decoded
+    assert len(opened) == 4
+    read_video(clip, FrameSampling('uniform', 6, random=True), size=16, cache=cache)
+    read_video(clip, FrameSampling('uniform', 6, random=True), size=16, cache=cache)
+    assert len(opened) == 6  # random sampling is never cached
+    st = os.stat(clip)
+    os.utime(clip, ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))  # file changed: decoded again
+    read_video(clip, s, size=16, cache=cache)
+    assert len(opened) == 7
+    for f in (tmp_path / 'cache').rglob('*.npz'):  # damaged entries are misses, not crashes
+        f.write_bytes(b'garbage')
+    c = read_video(clip, s, size=16, cache=cache)
+    assert len(opened) == 8 and torch.equal(c.frames, a.frames)
+
+
+def _rss_mb():
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) / 1024
+    pytest.skip('no /proc/self/status')
+
+
+def test_memory_stays_flat_over_many_reads(clip):
+    s = FrameSampling('uniform', 8)
+    for _ in range(20):
+        read_video(clip, s, size=16)
+    before = _rss_mb()
+    for _ in range(200):
+        read_video(clip, s, size=16)
+    assert _rss_mb() - before < 15, 'RSS grew by more than 15 MB over 200 reads'
+
+
+# ---- video folder ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / 'data'
+    for cls, k in (('b_cls', 2), ('a_cls', 1)):
+        (root / 'train' / cls).mkdir(parents=True)
+        for i in range(k):
+            write_mp4(str(root / 'train' / cls / f'v{i}.mp4'), _pattern(16), fps=8)
+    (root / 'train' / 'a_cls' / 'junk.mp4').write_bytes(b'not a video' * 100)
+    make_truncated(str(root / 'train' / 'a_cls' / 'cut.mp4'))
+    (root / 'train' / 'a_cls' / 'notes.txt').write_text('ignored: not a video extension')
+    outside = tmp_path / 'outside'
+    outside.mkdir()
+    write_mp4(str(outside / 'o.mp4'), _pattern(16), fps=8)
+    os.symlink(outside / 'o.mp4', root / 'train' / 'b_cls' / 'link.mp4')
+    os.symlink(outside, root / 'train' / 'c_escape')
+    return root
+
+
+def test_video_folder_counts_bad_and_refuses_escapes(folder):
+    ds = SafeVideoFolder(str(folder / 'train'), sampling=FrameSampling('uniform', 4), size=16,
+                         mean=(0.5,) * 3, std=(0.5,) * 3, data_root=str(folder), return_info=True)
+    assert ds.classes == ['a_cls', 'b_cls']
+    assert len(ds.outside) == 2 and any(p.endswith('link.mp4') for p in ds.outside)
+    names = [os.path.basename(p) for p, _ in ds.samples]
+    assert names == ['cut.mp4', 'junk.mp4', 'v0.mp4', 'v0.mp4', 'v1.mp4']
+    items = [ds[i] for i in range(len(ds))]
+    bad = [x for x in items if isinstance(x, BadVideo)]
+    assert count_bad(bad) == {'truncated': 1, 'undecodable': 1} == dict(ds.bad_counts)
+    clips, targets, bad_b, info = collate_video_skip_bad(items)
+    assert clips.shape == (3, 3, 4, 16, 16) and clips.dtype == torch.float32 and targets.tolist() == [0, 1, 1]
+    assert len(bad_b) == 2 and info['frame_indices'].shape == (3, 4) and info['timestamps'].shape == (3, 4)
+    assert info['frame_indices'][0].tolist() == FrameSampling('uniform', 4).indices(16, 8).tolist()
+    assert float(clips.min()) >= -1.0 and float(clips.max()) <= 1.0
+    assert collate_video_skip_bad(bad)[0].numel() == 0
+
+
+def test_video_folder_random_sampling_is_seeded(folder):
+    ds = SafeVideoFolder(str(folder / 'train'), sampling=FrameSampling('uniform', 4, random=True), size=16, seed=1,
+                         data_root=str(folder), return_info=True)
+    i = next(k for k, (p, _) in enumerate(ds.samples) if p.endswith('v1.mp4'))
+    a = ds[i][2]['frame_indices']
+    assert torch.equal(a, ds[i][2]['frame_indices'])
+    epochs = set()
+    for e in range(6):
+        ds.set_epoch(e)
+        epochs.add(tuple(ds[i][2]['frame_indices'].tolist()))
+    assert len(epochs) > 1
+
+
+def test_video_folder_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        SafeVideoFolder(str(tmp_path / 'missing'))
+    (tmp_path / 'empty' / 'cls').mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match='no videos'):
+        SafeVideoFolder(str(tmp_path / 'empty'))
+
+
+# ---- synthetic sets --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def clips_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp('clips')
+    write_mp4(str(d / 'real.mp4'), _noise(40, 64, seed=5), fps=10)
+    return str(d)
+
+
+def test_make_videos_deterministic_and_readable(tmp_path, clips_dir):
+    from zoo.datasets.synthetic_video import CLASSES, make_videos
+    kw = dict(num_per_class=2, val_per_class=1, num_frames=8, size=32, seed=3, clips_dir=clips_dir, progress=False)
+    make_videos(str(tmp_path / 'a'), **kw)
+    make_videos(str(tmp_path / 'b'), **kw)
+    make_videos(str(tmp_path / 'c'), **dict(kw, seed=4))
+    files = sorted(p.relative_to(tmp_path / 'a') for p in (tmp_path / 'a').rglob('*.mp4'))
+    assert len(files) == len(CLASSES) * 3
+    def frames(run, f):
+        return read_video(str(tmp_path / run / f), FrameSampling('stride', 8)).frames.float()
+    # decoded frames, not file bytes: libx264 output was seen to differ between identical runs now and then
+    same = [float((frames('a', f) - frames('b', f)).abs().mean()) for f in files]
+    other = [float((frames('a', f) - frames('c', f)).abs().mean()) for f in files]
+    assert max(same) < 1.0 and min(other) > 5.0, (same, other)
+    ds = SafeVideoFolder(str(tmp_path / 'a' / 'train'), sampling=FrameSampling('uniform', 8), size=32)
+    assert ds.classes == sorted(CLASSES) and len(ds) == 2 * len(CLASSES)
+    x, y = ds[0]
+    assert x.shape == (3, 8, 32, 32)
+    meta = json.loads((tmp_path / 'a' / 'meta.json').read_text())
+    assert meta['num_per_class'] == {'train': 2, 'val': 1} and meta['num_background_segments'] > 0
+
+
+def test_make_videos_motion_is_in_the_pixels(tmp_path, clips_dir):
+    """The shape of motion_right moves right: its mask centroid grows with time."""
+    from zoo.datasets.synthetic_video import render_clip
+    rng = np.random.default_rng(0)
+    bg = np.zeros((8, 32, 32, 3), dtype=np.uint8)
+    frames = render_clip('motion_right', 8, 32, bg, rng)
+    xs = [np.nonzero(f.any(-1))[1].mean() for f in frames]
+    assert all(b > a for a, b in zip(xs, xs[1:]))
+
+
+def test_make_videos_without_clips_warns(tmp_path, caplog):
+    from zoo.datasets.synthetic_video import make_videos
+    with caplog.at_level(logging.WARNING, logger='zoo.datasets'):
+        make_videos(str(tmp_path / 'o'), num_per_class=1, val_per_class=0, num_frames=4, size=16,
+                    clips_dir=str(tmp_path / 'none'), classes=('speed_fast',), progress=False)
+    assert 'generated backgrounds' in caplog.text
+    assert len(list((tmp_path / 'o').rglob('*.mp4'))) == 1
+
+
+@pytest.mark.parametrize('kwargs', [dict(num_per_class=0), dict(size=33), dict(num_frames=2),
+                                    dict(classes=('nope',))])
+def test_make_videos_bad_arguments(tmp_path, kwargs):
+    from zoo.datasets.synthetic_video import make_videos
+    with pytest.raises(ValueError):
+        make_videos(str(tmp_path), **kwargs)
+
+
+def test_make_videoqa_niah_and_tasks(tmp_path, clips_dir):
+    from zoo.datasets.synthetic_videoqa import make_videoqa
+    from zoo.datasets.videoqa import load_benchmark
+    kw = dict(num_per_task=2, num_frames=12, size=32, seed=1, clips_dir=clips_dir, niah_lengths=(8, 16),
+              niah_depths=(0.0, 0.5, 1.0), niah_per_cell=1, progress=False)
+    make_videoqa(str(tmp_path / 'a'), **kw)
+    make_videoqa(str(tmp_path / 'b'), **kw)
+    for f in (tmp_path / 'a').rglob('*.mp4'):  # decoded frames agree (x264 bytes can differ run to run)
+        a, b = (read_video(str(p), FrameSampling('stride', 8)).frames.float()
+                for p in (f, tmp_path / 'b' / f.relative_to(tmp_path / 'a')))
+        assert float((a - b).abs().mean()) < 1.0
+    assert (tmp_path / 'a' / 'json' / 'vniah.json').read_text() == (tmp_path / 'b' / 'json' / 'vniah.json').read_text()
+    records, report = load_benchmark('mvbench', str(tmp_path / 'a'), probe=True)
+    assert report.summary()['skipped'] == {} and len(records) == 4 * 2 + 6
+    niah = [r for r in records if r.task == 'vniah']
+    assert sorted((r.extra['length'], r.extra['depth']) for r in niah) == \
+        [(8, 0.0), (8, 0.5), (8, 1.0), (16, 0.0), (16, 0.5), (16, 1.0)]
+    for r in niah:
+        c = read_video(r.video, FrameSampling('stride', r.extra['length']))
+        assert c.frames.shape[0] == r.extra['length']
+        # the needle frame: mostly its plain light-grey background
+        light = ((c.frames.float() - 235).abs().amax(-1) < 20).float().mean((1, 2)) > 0.5
+        assert light[r.extra['needle_start']] and int(light.sum()) == 1
+        assert r.options[r.answer] in ('red', 'green', 'blue', 'yellow', 'circle', 'square', 'triangle', 'diamond')
+    for r in records:
+        assert 0 <= r.answer < len(r.options)
