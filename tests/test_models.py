@@ -127,8 +127,8 @@ def test_tiny_cifar_model_and_timm_options():
     model = timm.create_model('pe_vit_tiny_patch16_ape_224', img_size=32, patch_size=4, patch_drop_rate=0.5,
                               class_token=False, global_pool='avg').train()
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 1000)
-    with pytest.raises(ValueError, match='patch_drop_rate'):
-        timm.create_model('pe_vit_tiny_patch16_rope_axial_224', patch_drop_rate=0.5)
+    with pytest.raises(ValueError, match='patch_drop_rate'):  # PEG's convolution needs the full grid
+        timm.create_model('pe_vit_tiny_patch16_peg_224', patch_drop_rate=0.5)
 
 
 # ------------------------------------------------------------------------------------------- PE properties
@@ -143,11 +143,11 @@ def test_rope_scores_depend_only_on_relative_offset(cls):
     pe = cls(dim=64, num_heads=2, depth=1)
     x, y = torch.randint(0, 14, (2, 30)).float()
     q, k = torch.randn(2, 1, 2, 30, 32).unbind(0)
-    base = _rotated_scores(RotaryTerm(pe.angles(x, y).reshape(-1, 30, 16)), q, k)
-    shifted = _rotated_scores(RotaryTerm(pe.angles(x + 5, y - 3).reshape(-1, 30, 16)), q, k)
+    base = _rotated_scores(RotaryTerm.from_angles(pe.angles(x, y).reshape(1, -1, 30, 16)), q, k)
+    shifted = _rotated_scores(RotaryTerm.from_angles(pe.angles(x + 5, y - 3).reshape(1, -1, 30, 16)), q, k)
     torch.testing.assert_close(base, shifted, atol=1e-4, rtol=1e-4)
     # ... and do depend on position (the test can fail)
-    moved = _rotated_scores(RotaryTerm(pe.angles(x.flip(0), y).reshape(-1, 30, 16)), q, k)
+    moved = _rotated_scores(RotaryTerm.from_angles(pe.angles(x.flip(0), y).reshape(1, -1, 30, 16)), q, k)
     assert (moved - base).abs().max() > 1e-2
 
 

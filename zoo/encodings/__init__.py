@@ -1,9 +1,10 @@
 """Position encodings. No backbone code lives here: backbones call ``create_pos_encoding``."""
-from .base import AttnTerm, Positions, PosEncoding
+from .base import AttnTerm, Positions, PosEncoding, check_keep_indices
 from .registry import create_pos_encoding, list_pos_encodings, register_pos_encoding
 from .absolute import LearnedAPE, NoPE, SinCos2D
 from .conditional import PEG
 from .fourier import LearnableFourierPE
+from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
 from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
 from .irpe import IRPE
 from .comrope import ComRoPE, LieRE

@@ -6,7 +6,7 @@ from typing import Callable, Hashable
 
 import torch
 
-__all__ = ['TableCache', 'caching_allowed']
+__all__ = ['TableCache', 'caching_allowed', 'param_key']
 
 
 def caching_allowed() -> bool:
@@ -14,7 +14,16 @@ def caching_allowed() -> bool:
     if torch.jit.is_tracing() or torch.jit.is_scripting():
         return False
     compiler = getattr(torch, 'compiler', None)
-    return not (compiler is not None and compiler.is_compiling())
+    if compiler is None:
+        return True
+    exporting = getattr(compiler, 'is_exporting', lambda: False)
+    return not (compiler.is_compiling() or exporting())
+
+
+def param_key(params) -> tuple:
+    """Cache-key part for tables derived from learned parameters: identity, version counter (bumped by optimizer
+    steps, ``load_state_dict`` and any in-place write), dtype and device of each. No ``data_ptr()`` (export-safe)."""
+    return tuple((id(p), p._version, p.dtype, p.device) for p in params)
 
 
 class TableCache:
@@ -24,9 +33,13 @@ class TableCache:
         self.max_entries = max_entries
         self._store: 'OrderedDict[Hashable, object]' = OrderedDict()
 
-    def get(self, key: Hashable, build: Callable[[], object]):
+    def get(self, key, build: Callable[[], object]):
+        """The cached value for ``key`` (a hashable, or a callable returning one, evaluated only when caching is
+        allowed, so keys may read tensor metadata that tracing forbids), building it on a miss."""
         if not caching_allowed():
             return build()
+        if callable(key):
+            key = key()
         if key in self._store:
             self._store.move_to_end(key)
             return self._store[key]

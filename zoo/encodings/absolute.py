@@ -46,8 +46,13 @@ class LearnedAPE(PosEncoding):
         super().__init__()
         self.grid_size = tuple(grid_size)
         self.num_embed_prefix = num_prefix_tokens if embed_prefix else 0
+        self.init_std = init_std
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_embed_prefix + self.grid_size[0] * self.grid_size[1], dim))
-        trunc_normal_(self.pos_embed, std=init_std)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Truncated normal, std ``init_std`` (0.02, as timm's ViT)."""
+        trunc_normal_(self.pos_embed, std=self.init_std)
 
     def table(self, hw: Tuple[int, int]) -> torch.Tensor:
         """The embedding ``(1, P + H*W, C)`` for grid ``hw``; resampled when ``hw`` differs from ``grid_size``."""

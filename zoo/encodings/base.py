@@ -1,55 +1,98 @@
-"""The position-encoding interface shared by every backbone.
+"""The position-encoding interface shared by every backbone (image ViT, video ViT, video-LLM decoder).
 
-A backbone builds one :class:`Positions` per forward from the patch grid (never from the token count) and asks its
-encoding for up to four contributions (hooks):
+A backbone builds one :class:`Positions` per forward (never from the token count) and asks its encoding for up to
+four contributions (hooks):
 
-* ``embed(x, pos)``: add to the tokens after patch embedding (APE, sin-cos, Fourier features).
-* ``mix(x, pos, block_idx)``: a token mixer after a block (CPVT's PEG).
-* ``attn_terms(pos, dtype, device)``: one :class:`AttnTerm` (or ``None``) per layer, computed once per forward.
-  An :class:`AttnTerm` may rotate q and k (RoPE family), add an additive attention bias that can depend on q and k
-  (iRPE bias / contextual modes), and add a value term computed from the attention weights (iRPE on v).
+* ``embed(x, pos)``: add to the tokens after patch embedding (APE, sin-cos, Fourier features). Backbones call it on
+  the full grid, before any token subset is taken, so additive encodings never see a subset.
+* ``mix(x, pos, block_idx)``: a token mixer after a block (CPVT's PEG). It needs the full grid.
+* ``attn_terms(pos, dtype, device)``: one :class:`AttnTerm` (or ``None``) per layer, computed once per forward and
+  shared by the layers that need the same one. A term may rotate q and k (RoPE family, ComRoPE, LieRE, multimodal
+  schemes), add an additive attention bias that can depend on q and k (iRPE bias / contextual), and add a value term
+  computed from the attention weights (iRPE on v).
+* ``set_grid_size(grid)``: resample learned tables to a new default grid.
 
-The attention layer (``zoo.models.vit.Attention``) contains no per-encoding branches: it only asks the term what it
-contributes. ``F.scaled_dot_product_attention`` is used unless the term declares ``needs_attn_weights``.
+The attention layer (``zoo.models.attention.Attention``) contains no per-encoding branch: it only asks the term what
+it contributes, and uses ``F.scaled_dot_product_attention`` unless the term declares ``needs_attn_weights``.
+
+Terms carry a batch axis (size 1 or B) so that positions can differ per sample (token subsets, mixed text/visual
+sequences). They hold their tensors in ``tensor_fields`` and no lazily-built state, so gradient checkpointing (both
+modes) sees the same saved tensors in the forward and the recompute.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
-__all__ = ['Positions', 'AttnTerm', 'PosEncoding']
+__all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices']
+
+
+def check_keep_indices(keep_indices: torch.Tensor, batch_size: int, num_patches: int) -> None:
+    """Validate a token subset: ``(B, K)`` integer indices into the flattened patch grid, sorted, unique, in range.
+
+    Raises:
+        ValueError: naming the problem (wrong rank, batch, dtype, range, order) and the expected form.
+    """
+    if not isinstance(keep_indices, torch.Tensor) or keep_indices.dim() != 2:
+        raise ValueError(f'keep_indices must be a (B, K) integer tensor of patch indices, got '
+                         f'{getattr(keep_indices, "shape", type(keep_indices).__name__)}')
+    if keep_indices.dtype.is_floating_point or keep_indices.dtype == torch.bool:
+        raise ValueError(f'keep_indices must be integer (torch.long), got {keep_indices.dtype}')
+    if keep_indices.shape[0] != batch_size:
+        raise ValueError(f'keep_indices has batch {keep_indices.shape[0]} but the input has batch {batch_size}')
+    if keep_indices.shape[1] < 1:
+        raise ValueError('keep_indices keeps no token; keep at least one patch per sample')
+    if torch.compiler.is_compiling():
+        return
+    if int(keep_indices.min()) < 0 or int(keep_indices.max()) >= num_patches:
+        raise ValueError(f'keep_indices must lie in [0, {num_patches}) (the flattened t-major, row-major patch grid), '
+                         f'got values in [{int(keep_indices.min())}, {int(keep_indices.max())}]')
+    if keep_indices.shape[1] > 1 and not bool((keep_indices[:, 1:] > keep_indices[:, :-1]).all()):
+        raise ValueError('keep_indices must be sorted ascending without repeats in every row; '
+                         'use keep_indices.sort(dim=1).values')
 
 
 @dataclass(frozen=True)
 class Positions:
     """Where the tokens of one forward pass are.
 
-    Token layout: ``[prefix tokens (class, registers), patch tokens in row-major (t, h, w) order]``.
+    Token layout: ``[prefix tokens (class, registers), then the other tokens]``. The other tokens are either the
+    patches of a grid in t-major, row-major order (all of them, or a per-sample kept subset), or a sequence with
+    explicit per-token ids (text and visual tokens of a video-LLM).
 
     Attributes:
-        grid: patch grid ``(T, H, W)`` in patches; a 2D image is ``(1, H, W)``. ``None`` for sequences that only carry
-            explicit ids.
-        num_prefix_tokens: number of leading non-patch tokens (class token + registers).
+        grid: patch grid ``(T, H, W)`` in patches; a 2D image is ``(1, H, W)``. ``None`` for explicit ids.
+        num_prefix_tokens: leading tokens that carry no grid position (class token + registers).
         num_class_tokens: how many of the prefix tokens are class tokens (they come first). Registers follow.
-        ids: optional explicit per-token position ids ``(A, B, L)`` (M-RoPE style, A axes), float or long.
+        keep_indices: optional ``(B, K)`` long, sorted indices into the flattened grid of the patch tokens present
+            (patch dropout, MAE / V-JEPA masking); ``None`` means every patch is present.
+        ids: optional explicit position ids ``(A, B, L)`` (A axes, M-RoPE style), long or float, for every token.
+        attn_mask: optional key padding mask ``(B, L_keys)`` bool, True for real tokens (keys of a KV cache included).
+        is_causal: tokens attend only to keys at or before their own index.
     """
     grid: Optional[Tuple[int, int, int]]
     num_prefix_tokens: int = 0
     num_class_tokens: int = 0
+    keep_indices: Optional[torch.Tensor] = None
     ids: Optional[torch.Tensor] = None
+    attn_mask: Optional[torch.Tensor] = None
+    is_causal: bool = False
 
     @classmethod
-    def from_hw(cls, hw: Tuple[int, int], num_prefix_tokens: int = 0, num_class_tokens: int = 0) -> 'Positions':
-        return cls((1, int(hw[0]), int(hw[1])), num_prefix_tokens, num_class_tokens)
+    def from_hw(cls, hw: Tuple[int, int], num_prefix_tokens: int = 0, num_class_tokens: int = 0,
+                keep_indices: Optional[torch.Tensor] = None) -> 'Positions':
+        """Positions of a 2D image grid ``(H, W)`` in patches."""
+        return cls((1, int(hw[0]), int(hw[1])), num_prefix_tokens, num_class_tokens, keep_indices)
 
     @property
     def hw(self) -> Tuple[int, int]:
         """The spatial grid ``(H, W)`` in patches."""
         if self.grid is None:
-            raise ValueError('These positions carry explicit ids, not a patch grid; a 2D encoding needs a grid.')
+            raise ValueError('These positions carry explicit ids, not a patch grid; a grid encoding needs a grid.')
         return self.grid[1], self.grid[2]
 
     def hw_2d(self, encoding: str) -> Tuple[int, int]:
@@ -59,22 +102,77 @@ class Positions:
         return self.grid[1], self.grid[2]
 
     @property
-    def num_patches(self) -> int:
+    def grid_patches(self) -> int:
+        """Cells of the full grid ``T * H * W``."""
         t, h, w = self.grid
         return t * h * w
+
+    @property
+    def num_patches(self) -> int:
+        """Patch tokens present (``K`` for a subset, else the full grid)."""
+        return self.grid_patches if self.keep_indices is None else self.keep_indices.shape[1]
 
     @property
     def num_tokens(self) -> int:
         return self.num_prefix_tokens + self.num_patches
 
+    @property
+    def is_subset(self) -> bool:
+        return self.keep_indices is not None
+
+    def require_full_grid(self, encoding: str) -> None:
+        """ValueError for token subsets: ``encoding`` needs every patch of the grid (e.g. PEG's convolution)."""
+        if self.keep_indices is not None:
+            raise ValueError(f'{encoding} needs the full patch grid, but this forward keeps a subset of patches '
+                             f'(patch dropout or keep_indices); use patch_drop_rate=0 / no keep_indices with this '
+                             f'encoding, or pick an encoding that accepts subsets')
+
+    def token_index(self) -> Optional[torch.Tensor]:
+        """``(B, num_tokens)`` long index of every present token into the full-grid token sequence (prefix first),
+        or ``None`` when every patch is present."""
+        if self.keep_indices is None:
+            return None
+        keep = self.keep_indices.long()
+        prefix = torch.arange(self.num_prefix_tokens, device=keep.device).expand(keep.shape[0], -1)
+        return torch.cat([prefix, keep + self.num_prefix_tokens], dim=1)
+
+    def select(self, t: torch.Tensor, dim: int, dims: Sequence[int] = ()) -> torch.Tensor:
+        """Gather the present tokens from a full-grid tensor ``t`` whose axis 0 is the batch (size 1 or B).
+
+        Args:
+            t: full-grid tensor; axis ``dim`` (and each axis in ``dims``, e.g. both axes of a pairwise table) indexes
+                the full token sequence ``num_prefix_tokens + T*H*W``.
+            dim: token axis.
+            dims: further token axes gathered with the same index (pairwise tables).
+
+        Returns:
+            ``t`` unchanged for the full grid; otherwise batch ``B`` with every token axis reduced to the present
+            tokens, per sample.
+        """
+        index = self.token_index()
+        if index is None:
+            return t
+        b = index.shape[0]
+        for d in (dim, *dims):
+            d = d % t.dim()
+            shape = [1] * t.dim()
+            shape[0], shape[d] = b, index.shape[1]
+            idx = index.view(shape).expand(*[b if i == 0 else (index.shape[1] if i == d else t.shape[i])
+                                             for i in range(t.dim())])
+            t = torch.gather(t.expand(b, *t.shape[1:]), d, idx)
+        return t
+
 
 class AttnTerm:
     """What an encoding contributes inside one attention layer.
 
-    All tensors are ``(B, num_heads, L, head_dim)`` with ``L = num_prefix_tokens + num_patches``. Subclasses override
-    only what they need; the defaults contribute nothing.
+    q, k, v are ``(B, heads, L, head_dim)``. Subclasses override only what they need; the defaults contribute
+    nothing. The tensors that define a term are listed in ``tensor_fields`` (their leading axis is the batch, size 1
+    or B): backbones hand them to gradient checkpointing as explicit inputs, so gradients reach learned frequencies in
+    both checkpoint modes.
     """
     needs_attn_weights: bool = False  # True only when value_term needs the post-softmax weights (iRPE on v)
+    tensor_fields: Tuple[str, ...] = ()
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Return rotated ``(q, k)``, out of place. Prefix tokens are handled by the term (identity rows)."""
@@ -88,6 +186,16 @@ class AttnTerm:
         """Extra output ``(B, heads, L, head_dim)`` from post-softmax weights ``attn`` ``(B, heads, L, L)``."""
         return None
 
+    def tensors(self) -> Tuple[torch.Tensor, ...]:
+        return tuple(getattr(self, f) for f in self.tensor_fields)
+
+    def with_tensors(self, tensors: Sequence[torch.Tensor]) -> 'AttnTerm':
+        """A shallow copy whose ``tensor_fields`` are replaced by ``tensors`` (same order)."""
+        new = copy.copy(self)
+        for f, t in zip(self.tensor_fields, tensors):
+            setattr(new, f, t)
+        return new
+
 
 class PosEncoding(nn.Module):
     """Base class for every position encoding. Subclasses override the hooks they use.
@@ -95,9 +203,12 @@ class PosEncoding(nn.Module):
     Class attributes:
         family: human-readable PE family name used by ``zoo list`` and reports.
         adaptation: how the encoding adapts to a new grid, stated in resolution reports.
+        supports_subsets: False when the encoding needs every patch of the grid (PEG); backbones then refuse
+            patch dropout and ``keep_indices`` with a clear error at construction or forward.
     """
     family: str = 'none'
     adaptation: str = 'nothing to adapt'
+    supports_subsets: bool = True
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Add absolute position information to tokens ``x`` ``(B, L, C)`` laid out as described in Positions."""
@@ -107,12 +218,20 @@ class PosEncoding(nn.Module):
         """Token mixer applied after block ``block_idx`` (identity unless the encoding has one there)."""
         return x
 
-    def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Optional[Sequence[Optional[AttnTerm]]]:
+    def attn_terms(self, pos: Positions, dtype: torch.dtype,
+                   device: torch.device) -> Optional[Sequence[Optional[AttnTerm]]]:
         """One :class:`AttnTerm` (or None) per layer, or ``None`` when the encoding has no attention term."""
         return None
 
-    def set_grid_size(self, grid_size: Tuple[int, int]) -> None:
-        """Called by ``set_input_size``: resample learned tables to a new default grid ``(H, W)`` in patches."""
+    def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
+        """Called by ``set_input_size``: resample learned tables to a new default grid (in patches)."""
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every parameter and rebuild every buffer (meta-device construction: ``to_empty`` then
+        ``init_weights``). The default re-initialises every submodule that knows how (``reset_parameters``)."""
+        for m in self.modules():
+            if m is not self and hasattr(m, 'reset_parameters'):
+                m.reset_parameters()
 
     def no_weight_decay(self) -> set:
         """Names of parameters (relative to this module) that must not get weight decay."""

@@ -56,10 +56,11 @@ from typing import List, Optional, Tuple
 import torch
 from torch import nn
 
-from ._cache import TableCache
+from ._cache import TableCache, caching_allowed, param_key
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
+from .rotary import RotaryTerm
 
 __all__ = ['ComRoPE', 'LieRE', 'BlockRotation', 'VARIANTS', 'BLOCK_SIZES', 'NUM_AXES']
 
@@ -121,39 +122,37 @@ class _LayerGenerators(nn.Module):
 
 
 class BlockRotation(AttnTerm):
-    """Rotates q and k by per-token block-diagonal rotations, out of place.
+    """Rotates q and k by per-token block-diagonal rotations ``(B or 1, H, L, m, b, b)``, out of place:
+    ``out[..., j, :] = blocks[n, h, l, j] @ x[..., j, :]``. Register tokens carry identity rows.
 
-    Exactly one of the two payloads is set:
-        * ``cos``/``sin``: ``(H, L, head_dim)`` for ``b = 2``; channel pair ``(x0, x1)`` becomes
-          ``(c x0 + s x1, c x1 - s x0)`` (``sin`` holds ``+s`` on even and ``-s`` on odd channels);
-        * ``blocks``: ``(H, L, m, b, b)``; ``out[..., j, :] = blocks[h, l, j] @ x[..., j, :]``.
-
-    Tables are broadcast over the batch. Register tokens carry identity rows.
+    (The ``b = 2`` case is a plain RoPE and uses :class:`zoo.encodings.rotary.RotaryTerm`, the one kernel.)
     """
+    tensor_fields = ('blocks',)
 
-    def __init__(self, cos: Optional[torch.Tensor] = None, sin: Optional[torch.Tensor] = None,
-                 blocks: Optional[torch.Tensor] = None):
-        if (blocks is None) == (cos is None):
-            raise ValueError('BlockRotation needs either cos/sin tables or rotation blocks, not both')
-        self.cos, self.sin, self.blocks = cos, sin, blocks
+    def __init__(self, blocks: torch.Tensor):
+        self.blocks = blocks
 
     @property
     def num_tokens(self) -> int:
-        return (self.cos if self.blocks is None else self.blocks).shape[1]
+        return self.blocks.shape[2]
+
+    def select(self, pos: Positions) -> 'BlockRotation':
+        """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""
+        if not pos.is_subset:
+            return self
+        return BlockRotation(pos.select(self.blocks, 2))
 
     def _apply(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-2] != self.num_tokens:
             raise ValueError(f'rotation built for {self.num_tokens} tokens, got a tensor with {x.shape[-2]} '
                              f'(shape {tuple(x.shape)}); positions and sequence disagree')
-        if self.blocks is None:
-            cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-            swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
-            return x * cos + swapped * sin
         blocks = self.blocks.to(x.dtype)
-        h, l, m, b = blocks.shape[:4]
+        nb, h, l, m, b = blocks.shape[:5]
         n = x.shape[0]
-        # One batched (n x b) @ (b x b) product per (head, token, block): out[.., i] = sum_j blocks[.., i, j] x[.., j].
-        # bmm over (h, l, m) with the batch as rows is ~1.5x faster on CPU than the equivalent einsum.
+        if nb != 1:  # per-sample rotations (token subsets)
+            return torch.einsum('nhlmij,nhlmj->nhlmi', blocks, x.unflatten(-1, (m, b))).flatten(-2)
+        # Shared rotation: one batched (n x b) @ (b x b) product per (head, token, block), the batch as rows (bmm is
+        # ~1.5x faster on CPU than the equivalent einsum).
         xb = x.unflatten(-1, (m, b)).permute(1, 2, 3, 0, 4).reshape(h * l * m, n, b)
         out = torch.bmm(xb, blocks.reshape(h * l * m, b, b).transpose(-1, -2))
         return out.reshape(h, l, m, n, b).permute(3, 0, 1, 2, 4).reshape(n, h, l, m * b)
@@ -177,6 +176,8 @@ def _expm_taylor(a: torch.Tensor) -> torch.Tensor:
     Returns:
         ``exp(a)`` with the shape and dtype of ``a``.
     """
+    if not caching_allowed():  # compiling / exporting: the squaring count below is data-dependent
+        return torch.linalg.matrix_exp(a)
     deg = 12 if a.dtype == torch.float64 else 8
     norm = torch.linalg.matrix_norm(a.detach(), ord=1).amax().item() if a.numel() else 0.0
     s = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
@@ -315,14 +316,14 @@ class ComRoPE(PosEncoding):
         def build():
             return self._build_terms(h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb)
 
-        # Cache only results that carry no autograd graph and no randomness. The key holds each generator
-        # parameter's version counter (bumped by load_state_dict, optimizer steps and any in-place write) and
-        # storage, so a stale table can never be returned.
+        # Cache only results that carry no autograd graph and no randomness; the key holds each generator
+        # parameter's identity and version counter, so a stale table can never be returned.
         if perturb or self.training or torch.is_grad_enabled():
-            return build()
-        versions = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.layers.parameters())
-        key = (h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype, torch.device(device), versions)
-        return self._cache.get(key, build)
+            terms = build()
+        else:
+            terms = self._cache.get(lambda: (h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype,
+                                             torch.device(device), param_key(self.layers.parameters())), build)
+        return terms if not pos.is_subset else [t.select(pos) for t in terms]
 
     # ------------------------------------------------------------------------------------------------ building
     def generators(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -385,15 +386,11 @@ class ComRoPE(PosEncoding):
                 omega = a[..., 0, 1]  # (H, N, m)
                 ang = (u_row[tok_row][None, :, None] * omega[:, None, 0]
                        + u_col[tok_col][None, :, None] * omega[:, None, 1])
-                cos, sin = ang.cos(), ang.sin()  # (H, Lr, m)
+                # exp(t [[0, s], [-s, 0]]) turns pair (x0, x1) to (c x0 + s x1, c x1 - s x0): RoPE at angle -t s
                 if n_reg:
-                    cos = torch.cat([cos[:, :num_class], cos.new_ones(cos.shape[0], n_reg, cos.shape[2]),
-                                     cos[:, num_class:]], 1)
-                    sin = torch.cat([sin[:, :num_class], sin.new_zeros(sin.shape[0], n_reg, sin.shape[2]),
-                                     sin[:, num_class:]], 1)
-                cos = cos.repeat_interleave(2, dim=-1)
-                sin = torch.stack([sin, -sin], dim=-1).flatten(-2)
-                terms.append(BlockRotation(cos=cos.to(dtype), sin=sin.to(dtype)))
+                    ang = torch.cat([ang[:, :num_class], ang.new_zeros(ang.shape[0], n_reg, ang.shape[2]),
+                                     ang[:, num_class:]], 1)
+                terms.append(RotaryTerm.from_angles(-ang.unsqueeze(0)))
                 continue
             if self.variant == 'ap':
                 # block j turns with axis j mod N only: exp once per distinct coordinate of that axis, then gather
@@ -414,7 +411,7 @@ class ComRoPE(PosEncoding):
             if n_reg:
                 eye = torch.eye(b, device=device, dtype=cdtype).expand(n_reg, *blocks.shape[1:])
                 blocks = torch.cat([blocks[:num_class], eye, blocks[num_class:]], 0)
-            terms.append(BlockRotation(blocks=blocks.transpose(0, 1).to(dtype)))
+            terms.append(BlockRotation(blocks.transpose(0, 1).unsqueeze(0).to(dtype)))
         return terms
 
     def extra_repr(self) -> str:

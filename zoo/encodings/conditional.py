@@ -31,6 +31,7 @@ class PEG(PosEncoding):
     """
     family = 'CPE/PEG (conditional)'
     adaptation = 'convolution runs on the new grid unchanged (zero padding gives the absolute cue)'
+    supports_subsets = False
 
     def __init__(self, dim: int, depth: int, after_blocks: Sequence[int] = (0,), kernel_size: int = 3):
         super().__init__()
@@ -51,6 +52,7 @@ class PEG(PosEncoding):
     def mix(self, x: torch.Tensor, pos: Positions, block_idx: int) -> torch.Tensor:
         if block_idx not in self.after_blocks:
             return x
+        pos.require_full_grid('PEG (a convolution over the patch grid)')
         t, h, w = pos.grid
         npt = pos.num_prefix_tokens
         prefix, patches = x[:, :npt], x[:, npt:]

@@ -46,10 +46,19 @@ class LearnableFourierPE(PosEncoding):
         if gamma <= 0:
             raise ValueError(f'gamma must be > 0 (W_r ~ N(0, gamma^-2)), got {gamma}')
         self.gamma = gamma
-        self.w_r = nn.Parameter(torch.randn(fourier_dim // 2, 2) / gamma)
+        self.w_r = nn.Parameter(torch.empty(fourier_dim // 2, 2))
         hidden_dim = hidden_dim or dim
         self.mlp = nn.Sequential(nn.Linear(fourier_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self.scale = 1.0 / math.sqrt(fourier_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``W_r ~ N(0, gamma^-2)`` (Algorithm 1); the MLP's Linear layers get PyTorch's default init."""
+        with torch.no_grad():
+            self.w_r.normal_(0.0, 1.0 / self.gamma)
+        for m in self.mlp:
+            if isinstance(m, nn.Linear):
+                m.reset_parameters()
 
     def table(self, hw: Tuple[int, int], device: torch.device) -> torch.Tensor:
         """``(1, H*W, C)`` embedding for grid ``hw``, computed in float32."""

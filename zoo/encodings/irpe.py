@@ -87,12 +87,11 @@ def piecewise_index(x: torch.Tensor, alpha: float, beta: float, gamma: float) ->
     else:
         out = x.long().clone()
     xf = x if x.is_floating_point() else x.float()
-    far = xf.abs() > alpha
-    if far.any():
-        xa = xf.abs()[far]
-        mag = (alpha + torch.log(xa / alpha) / math.log(gamma / alpha) * (beta - alpha)).round().clip(max=beta)
-        out[far] = (torch.sign(xf[far]) * mag).long()
-    return out
+    xa = xf.abs()
+    # evaluated everywhere and selected (no data-dependent branch, so it traces, compiles and exports)
+    mag = (alpha + torch.log(xa.clamp_min(alpha) / alpha) / math.log(gamma / alpha) * (beta - alpha)).round()
+    far = (torch.sign(xf) * mag.clip(max=beta)).long()
+    return torch.where(xa > alpha, far, out)
 
 
 def irpe_num_buckets(method: str, ratio: float, skip: int = 0) -> int:
@@ -192,16 +191,17 @@ class IRPETable(nn.Module):
 
         Args:
             x: the scaled queries (k side) or scaled keys (q side) ``(B, H, L, D)``; unused in bias mode.
-            ids: bucket ids ``(L, L)`` int64.
+            ids: bucket ids ``(B or 1, L, L)`` int64.
 
         Returns:
-            ``(1, H', L, L)`` (bias) or ``(B, H, L, L)`` (contextual); entry ``[..., a, c]`` uses bucket ``ids[a, c]``.
+            ``(B or 1, H', L, L)`` (bias) or ``(B, H, L, L)`` (contextual); entry ``[n, ..., a, c]`` uses bucket
+            ``ids[n, a, c]``.
         """
         if self.mode == 'bias':
-            return self.lookup_table_bias[:, ids].unsqueeze(0)
+            return self.lookup_table_bias[:, ids].transpose(0, 1)
         proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, L, K): every query against every bucket
         b, h, n, _ = proj.shape
-        return torch.gather(proj, -1, ids.expand(b, h, n, n))
+        return torch.gather(proj, -1, ids.unsqueeze(1).expand(b, h, n, n))
 
     def logits_transposed(self, x: torch.Tensor, ids_t: torch.Tensor) -> torch.Tensor:
         """``logits(x, ids)`` transposed on its last two axes, built directly in ``[i, j]`` order (q side).
@@ -212,18 +212,19 @@ class IRPETable(nn.Module):
 
         Args:
             x: scaled keys ``(B, H, L, D)``; unused in bias mode.
-            ids_t: transposed bucket ids ``ids.t()`` ``(L, L)`` int64, contiguous.
+            ids_t: transposed bucket ids ``ids.transpose(-1, -2)`` ``(B or 1, L, L)`` int64, contiguous.
         """
         if self.mode == 'bias':
-            return self.lookup_table_bias[:, ids_t].unsqueeze(0)
+            return self.lookup_table_bias[:, ids_t].transpose(0, 1)
         proj_t = torch.matmul(x, self.lookup_table_weight).transpose(-1, -2).contiguous()  # (B, H, K, L)
         b, h, _, n = proj_t.shape
-        return torch.gather(proj_t, -2, ids_t.expand(b, h, n, n))
+        return torch.gather(proj_t, -2, ids_t.unsqueeze(1).expand(b, h, n, n))
 
     def values(self, attn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Value term ``out[b, h, i] = sum_j attn[b, h, i, j] * table[bucket(i, j)]`` ``(B, H, L, D)``."""
         b, h, n, _ = attn.shape
-        per_bucket = attn.new_zeros(b, h, n, self.num_buckets).scatter_add_(-1, ids.expand(b, h, n, n), attn)
+        per_bucket = attn.new_zeros(b, h, n, self.num_buckets).scatter_add_(-1, ids.unsqueeze(1).expand(b, h, n, n),
+                                                                            attn)
         return torch.matmul(per_bucket, self.lookup_table_weight.to(per_bucket.dtype))
 
     def extra_repr(self) -> str:
@@ -447,6 +448,12 @@ class IRPE(PosEncoding):
                              f'token count {pos.num_tokens} is not H*W + skip = {hw[0] * hw[1] + self.skip}; build '
                              f'with skip={pos.num_prefix_tokens} (or leave skip=None)')
         ids = self.bucket_ids(hw, device)
+        if pos.is_subset:  # per-sample rows and columns of the full-grid ids
+            ids = {part: pos.select(v.unsqueeze(0), 1, dims=(2,)) for part, v in ids.items() if not part.endswith('.t')}
+            ids.update({part + '.t': v.transpose(-1, -2).contiguous() for part, v in list(ids.items())
+                        if 'q' in self.rpe_on})
+        else:
+            ids = {part: v.unsqueeze(0) for part, v in ids.items()}
         return [IRPEAttnTerm(layer, ids, pos.num_tokens, hw, self.skip) for layer in self.layers]
 
     def set_grid_size(self, grid_size: Tuple[int, int]) -> None:

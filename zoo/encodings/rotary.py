@@ -3,74 +3,69 @@
 "Rotary Position Embedding for Vision Transformer" (Heo et al., ECCV 2024, arXiv:2403.13298), Sec. 3.
 Layout and numerics follow timm's ``RotaryEmbeddingCat`` / ``RotaryEmbeddingMixed`` so that timm's
 ``vit_*_patch16_rope*_224`` weights give the same logits: interleaved channel pairs, integer patch coordinates
-(x = column, y = row), angles and sin/cos computed in float32 and applied in the input dtype.
+(x = column, y = row), angles and sin/cos in float32, applied by the one kernel (``zoo.encodings.rotation``).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
-from timm.layers import apply_rot_embed
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 
-from ._cache import TableCache
+from ._cache import TableCache, param_key
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
+from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
 
 __all__ = ['RotaryTerm', 'RoPEAxial', 'RoPEMixed', 'RoPEMixedAPE', 'patch_coords']
 
 
 class RotaryTerm(AttnTerm):
-    """Rotate q and k by per-token angles: each channel pair (2i, 2i+1) turns by ``angles[..., i]``.
-
-    float32/float64 inputs use one complex multiplication per tensor (a single fused pass); float16/bfloat16 inputs use
-    the real cos/sin form with tables cast to the input dtype. Both compute ``(x0 cos - x1 sin, x1 cos + x0 sin)``.
+    """Rotate q and k by per-token angles through the one kernel :func:`zoo.encodings.rotation.apply_rope`.
 
     Args:
-        angles: ``(heads or 1, L, head_dim // 2)`` float32 radians for every token, prefix tokens included (zero
-            angle = identity, so class/register tokens are not rotated and need no special case).
+        sin, cos: ``(B or 1, heads or 1, L, head_dim)`` float32 tables from :func:`rope_sin_cos`, for every token,
+            prefix tokens included (angle 0 = identity, so class/register tokens need no special case). With
+            grouped-query attention the tables may have the key-head count; queries then use their group's table.
+        layout: ``'interleaved'`` (timm / RoPE-ViT) or ``'half'`` (Hugging Face Qwen).
     """
+    tensor_fields = ('sin', 'cos')
 
-    def __init__(self, angles: torch.Tensor):
-        self.angles = angles.float()
-        self._tables = {}
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, layout: str = 'interleaved'):
+        self.sin, self.cos, self.layout = sin, cos, layout
 
     @classmethod
-    def from_patch_angles(cls, patch_angles: torch.Tensor, num_prefix_tokens: int) -> 'RotaryTerm':
-        """Build from angles ``(heads or 1, N, head_dim // 2)`` of the patch tokens only (prefix gets zeros)."""
+    def from_angles(cls, angles: torch.Tensor, num_prefix_tokens: int = 0, layout: str = 'interleaved') -> 'RotaryTerm':
+        """Build from angles ``(B or 1, heads or 1, N, head_dim // 2)`` (radians) of the non-prefix tokens; the
+        ``num_prefix_tokens`` leading tokens get angle 0."""
         if num_prefix_tokens:
-            pad = patch_angles.new_zeros(patch_angles.shape[:-2] + (num_prefix_tokens, patch_angles.shape[-1]))
-            patch_angles = torch.cat([pad, patch_angles], dim=-2)
-        return cls(patch_angles)
+            pad = angles.new_zeros(angles.shape[:-2] + (num_prefix_tokens, angles.shape[-1]))
+            angles = torch.cat([pad, angles], dim=-2)
+        return cls(*rope_sin_cos(angles, layout), layout=layout)
 
-    def _table(self, dtype: torch.dtype):
-        if dtype not in self._tables:
-            if dtype in (torch.float32, torch.float64):
-                self._tables[dtype] = torch.polar(torch.ones_like(self.angles), self.angles).to(
-                    torch.complex128 if dtype == torch.float64 else torch.complex64)
-            else:
-                self._tables[dtype] = (self.angles.sin().repeat_interleave(2, -1).to(dtype),
-                                       self.angles.cos().repeat_interleave(2, -1).to(dtype))
-        return self._tables[dtype]
+    def select(self, pos: Positions) -> 'RotaryTerm':
+        """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""
+        if not pos.is_subset:
+            return self
+        return RotaryTerm(pos.select(self.sin, -2), pos.select(self.cos, -2), self.layout)
 
-    def _apply(self, x: torch.Tensor) -> torch.Tensor:
-        table = self._table(x.dtype)
-        if isinstance(table, tuple):
-            return apply_rot_embed(x, *table)
-        return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * table).flatten(-2)
+    def _rot(self, x: torch.Tensor) -> torch.Tensor:
+        sin, cos = self.sin, self.cos
+        if sin.shape[1] not in (1, x.shape[1]):  # GQA: key-head tables, queries follow their group
+            sin = sin.repeat_interleave(x.shape[1] // sin.shape[1], dim=1)
+            cos = cos.repeat_interleave(x.shape[1] // cos.shape[1], dim=1)
+        return apply_rope(x, sin, cos, self.layout)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        return self._apply(q), self._apply(k)
+        return self._rot(q), self._rot(k)
 
 
 def patch_coords(hw: Tuple[int, int], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
     """Integer patch coordinates ``(x, y)`` = (column, row), each ``(H*W,)`` float32 in row-major token order."""
-    h, w = hw
-    y, x = torch.meshgrid(torch.arange(h, device=device, dtype=torch.float32),
-                          torch.arange(w, device=device, dtype=torch.float32), indexing='ij')
-    return x.reshape(-1), y.reshape(-1)
+    coords = grid_coords((1, hw[0], hw[1]), device)
+    return coords[:, 2], coords[:, 1]
 
 
 def _check_rope_geometry(name: str, dim: int, num_heads: int, theta: float) -> int:
@@ -101,23 +96,28 @@ class RoPEAxial(PosEncoding):
         super().__init__()
         head_dim = _check_rope_geometry('rope_axial', dim, num_heads, theta)
         self.depth = depth
-        num_bands = head_dim // 4
-        bands = 1.0 / theta ** (torch.arange(num_bands, dtype=torch.float32) / num_bands)
-        self.register_buffer('bands', bands, persistent=False)
+        self.theta = float(theta)
+        self.num_bands = head_dim // 4
         self._cache = TableCache()
+
+    @property
+    def bands(self) -> torch.Tensor:
+        """Frequencies ``theta^(-i / (head_dim / 4))`` ``(head_dim // 4,)``, always float32 (never a buffer, so a
+        ``model.to(torch.bfloat16)`` cannot round them)."""
+        return rope_frequencies(self.num_bands, self.theta)
 
     def angles(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Rotation angles ``(1, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)`` in patches."""
-        bands = self.bands.to(x.device)
+        bands = rope_frequencies(self.num_bands, self.theta, device=x.device)
         return torch.cat([x.float()[:, None] * bands, y.float()[:, None] * bands], dim=-1).unsqueeze(0)
 
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
-        """The (cached) rotation for grid ``hw``; identical for every block."""
-        return self._cache.get((tuple(hw), num_prefix_tokens, device), lambda: RotaryTerm.from_patch_angles(
-            self.angles(*patch_coords(hw, device)), num_prefix_tokens))
+        """The (cached) full-grid rotation for grid ``hw``; identical for every block."""
+        return self._cache.get((tuple(hw), num_prefix_tokens, device), lambda: RotaryTerm.from_angles(
+            self.angles(*patch_coords(hw, device)).unsqueeze(0), num_prefix_tokens))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device)] * self.depth
+        return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device).select(pos)] * self.depth
 
 
 @register_pos_encoding('rope_mixed')
@@ -140,6 +140,7 @@ class RoPEMixed(PosEncoding):
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0):
         super().__init__()
         head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
+        self.theta = float(theta)
         self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
@@ -148,16 +149,25 @@ class RoPEMixed(PosEncoding):
         freqs = self.freqs.float()
         return x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
 
-    def _terms(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device):
-        angles = self.angles(*patch_coords(hw, device))
-        return [RotaryTerm.from_patch_angles(a, num_prefix_tokens) for a in angles.unbind(0)]
+    def _terms(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> List[RotaryTerm]:
+        angles = self.angles(*patch_coords(hw, device))  # (depth, heads, N, head_dim // 2)
+        return [RotaryTerm.from_angles(a.unsqueeze(0), num_prefix_tokens) for a in angles.unbind(0)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        hw = pos.hw_2d('rope_mixed')
-        if self.training or torch.is_grad_enabled():
-            return self._terms(hw, pos.num_prefix_tokens, device)
-        key = (hw, pos.num_prefix_tokens, device, self.freqs._version, self.freqs.data_ptr())
-        return self._cache.get(key, lambda: self._terms(hw, pos.num_prefix_tokens, device))
+        hw, npt = pos.hw_2d('rope_mixed'), pos.num_prefix_tokens
+        if self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
+            terms = self._terms(hw, npt, device)  # carries the graph to freqs: never cached
+        else:
+            terms = self._cache.get(lambda: (hw, npt, device, param_key([self.freqs])),
+                                    lambda: self._terms(hw, npt, device))
+        return terms if not pos.is_subset else [t.select(pos) for t in terms]
+
+    def reset_parameters(self) -> None:
+        """Random 2D directions per head (timm ``init_random_2d_freqs``); child modules (the optional APE) too."""
+        with torch.no_grad():
+            self.freqs.copy_(init_random_2d_freqs(self.freqs.shape[-1] * 2, self.freqs.shape[1], self.freqs.shape[2],
+                                                  temperature=self.theta))
+        super().reset_parameters()
 
     def no_weight_decay(self) -> set:
         return {'freqs'}

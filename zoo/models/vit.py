@@ -19,95 +19,18 @@ import torch.nn.functional as F
 from torch import nn
 from torch.jit import Final
 
-from timm.layers import (
-    DropPath, LayerScale, Mlp, PatchDropout, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple,
-)
-from timm.layers import use_fused_attn
+from timm.layers import PatchDropoutWithIndices, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint, named_apply
 from timm.models.vision_transformer import init_weights_vit_timm
 
 import zoo.encodings  # noqa: F401  (registers the encodings)
-from zoo.encodings import AttnTerm, Positions, create_pos_encoding
+from zoo.encodings import Positions, check_keep_indices, create_pos_encoding
+from .attention import Attention, Block
 from .checkpoint_filters import checkpoint_filter_fn
 
 __all__ = ['PEVisionTransformer', 'Attention', 'Block']
-
-
-class Attention(nn.Module):
-    """Multi-head self-attention that consults an optional :class:`AttnTerm` from the PE.
-
-    Order: project q, k, v -> optional q/k norm -> ``term.rotate`` -> ``term.bias`` (additive logits) ->
-    ``F.scaled_dot_product_attention`` with the bias as ``attn_mask``, unless the term declares
-    ``needs_attn_weights`` (iRPE on values), in which case the explicit path adds ``term.value_term(attn)``.
-    """
-    fused_attn: Final[bool]
-
-    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = False, qk_norm: bool = False,
-                 attn_drop: float = 0., proj_drop: float = 0., norm_layer: Type[nn.Module] = nn.LayerNorm):
-        super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'embed_dim {dim} is not divisible by num_heads {num_heads}')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.scale = self.head_dim ** -0.5
-        self.fused_attn = use_fused_attn()
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.q_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
-        self.k_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
-        self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
-
-    def forward(self, x: torch.Tensor, term: Optional[AttnTerm] = None) -> torch.Tensor:
-        B, N, C = x.shape
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        q, k = self.q_norm(q), self.k_norm(k)
-        bias = None
-        if term is not None:
-            q, k = term.rotate(q, k)
-            bias = term.bias(q, k, self.scale)
-            if bias is not None:
-                bias = bias.to(q.dtype)
-        if self.fused_attn and (term is None or not term.needs_attn_weights):
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
-                                               dropout_p=self.attn_drop.p if self.training else 0.)
-        else:
-            attn = (q * self.scale) @ k.transpose(-2, -1)
-            if bias is not None:
-                attn = attn + bias
-            attn = self.attn_drop(attn.softmax(dim=-1))
-            x = attn @ v
-            extra = term.value_term(attn) if term is not None else None
-            if extra is not None:
-                x = x + extra.to(x.dtype)
-        x = x.transpose(1, 2).reshape(B, N, C)
-        return self.proj_drop(self.proj(x))
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block with timm's key names (``norm1, attn, ls1, norm2, mlp, ls2``)."""
-
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4., qkv_bias: bool = False,
-                 qk_norm: bool = False, proj_drop: float = 0., attn_drop: float = 0.,
-                 init_values: Optional[float] = None, drop_path: float = 0., act_layer: Type[nn.Module] = nn.GELU,
-                 norm_layer: Type[nn.Module] = nn.LayerNorm):
-        super().__init__()
-        self.norm1 = norm_layer(dim)
-        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, attn_drop=attn_drop,
-                              proj_drop=proj_drop, norm_layer=norm_layer)
-        self.ls1 = LayerScale(dim, init_values=init_values) if init_values else nn.Identity()
-        self.drop_path1 = DropPath(drop_path) if drop_path > 0. else nn.Identity()
-        self.norm2 = norm_layer(dim)
-        self.mlp = Mlp(in_features=dim, hidden_features=int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop)
-        self.ls2 = LayerScale(dim, init_values=init_values) if init_values else nn.Identity()
-        self.drop_path2 = DropPath(drop_path) if drop_path > 0. else nn.Identity()
-
-    def forward(self, x: torch.Tensor, term: Optional[AttnTerm] = None) -> torch.Tensor:
-        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), term)))
-        x = x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
-        return x
 
 
 def _check_geometry(img_size, patch_size, dynamic_img_size: bool, dynamic_img_pad: bool) -> None:
@@ -211,13 +134,13 @@ class PEVisionTransformer(nn.Module):
             num_prefix_tokens=self.num_prefix_tokens, num_class_tokens=self.num_class_tokens), pe_kwargs)
         self.pos_drop = nn.Dropout(p=pos_drop_rate)
         if patch_drop_rate > 0:
-            if type(self.pe).attn_terms is not zoo.encodings.PosEncoding.attn_terms or \
-                    type(self.pe).mix is not zoo.encodings.PosEncoding.mix:
+            if not self.pe.supports_subsets:
                 raise ValueError(f'patch_drop_rate > 0 drops tokens from the patch grid, which the {pe!r} encoding '
-                                 'needs intact; use patch_drop_rate=0 or an additive PE (ape, sincos, fourier, nope)')
-            self.patch_drop = PatchDropout(patch_drop_rate, num_prefix_tokens=self.num_prefix_tokens)
+                                 'needs intact (a convolution over the grid); use patch_drop_rate=0 with it')
+            self.patch_drop = PatchDropoutWithIndices(patch_drop_rate, num_prefix_tokens=self.num_prefix_tokens,
+                                                      ordered=True)
         else:
-            self.patch_drop = nn.Identity()
+            self.patch_drop = None
         self.norm_pre = norm_layer(embed_dim) if pre_norm else nn.Identity()
 
         dpr = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # stochastic depth decay rule
@@ -234,17 +157,25 @@ class PEVisionTransformer(nn.Module):
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
 
         if weight_init != 'skip':
-            self.init_weights()
+            self.init_weights(needs_reset=False)
 
-    def init_weights(self) -> None:
-        """timm's ViT init for everything but the PE, which owns its own initialisation."""
+    def init_weights(self, needs_reset: bool = True) -> None:
+        """timm's ViT init for everything but the PE, which owns its own initialisation.
+
+        Args:
+            needs_reset: also re-initialise modules that initialise themselves at construction (norms, patch
+                embed, the PE's parameters and tables): what a model built on the meta device needs after
+                ``to_empty(device=...)``. The constructor passes False, as timm's ViT does.
+        """
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
         if self.reg_token is not None:
             nn.init.normal_(self.reg_token, std=1e-6)
         for name, child in self.named_children():
             if name != 'pe':
-                named_apply(init_weights_vit_timm, child, name)
+                named_apply(partial(init_weights_vit_timm, needs_reset=needs_reset), child, name)
+        if needs_reset:
+            self.pe.reset_parameters()
 
     # ----------------------------------------------------------------------------------------------- timm contract
     @torch.jit.ignore
@@ -301,8 +232,9 @@ class PEVisionTransformer(nn.Module):
             raise ValueError(f'input size {H}x{W} px is not divisible by the patch size {ph}x{pw}; resize or crop to '
                              f'a multiple of the patch size, or build the model with dynamic_img_pad=True')
 
-    def _embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, Positions]:
-        """Patch embed, prefix tokens and the PE's embed hook. Returns tokens ``(B, L, C)`` and their positions."""
+    def _embed(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Positions]:
+        """Patch embed, prefix tokens, the PE's embed hook (on the full grid), then the token subset (``keep_indices``
+        or patch dropout). Returns tokens ``(B, L, C)`` and their positions."""
         self._check_input(x)
         x = self.patch_embed(x)
         if self.dynamic_img_size:
@@ -318,9 +250,25 @@ class PEVisionTransformer(nn.Module):
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
         pos = Positions((1, H, W), self.num_prefix_tokens, self.num_class_tokens)
-        x = self.pe.embed(x, pos)
-        x = self.patch_drop(self.pos_drop(x))
-        return x, pos
+        x = self.pos_drop(self.pe.embed(x, pos))
+        return self._take_subset(x, pos, keep_indices)
+
+    def _take_subset(self, x: torch.Tensor, pos: Positions,
+                     keep_indices: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Positions]:
+        """Keep the patch tokens ``keep_indices`` ``(B, K)`` (sorted, into the flattened grid) or, in training with
+        ``patch_drop_rate > 0``, a random subset (timm's keep-indices convention). Prefix tokens are always kept."""
+        if keep_indices is not None:
+            if not self.pe.supports_subsets:
+                pos.require_full_grid(f'the {self.pe_name!r} encoding')
+            check_keep_indices(keep_indices, x.shape[0], pos.grid_patches)
+            npt = self.num_prefix_tokens
+            patches = x[:, npt:].gather(1, keep_indices.long().unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+            x = torch.cat([x[:, :npt], patches], dim=1) if npt else patches
+        elif self.patch_drop is not None:
+            x, keep_indices = self.patch_drop(x)
+        if keep_indices is None:
+            return x, pos
+        return x, Positions(pos.grid, pos.num_prefix_tokens, pos.num_class_tokens, keep_indices=keep_indices)
 
     def _blocks(self, x: torch.Tensor, pos: Positions, blocks: Sequence[nn.Module], take: Sequence[int] = (),
                 norm: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
@@ -329,7 +277,7 @@ class PEVisionTransformer(nn.Module):
         for i, blk in enumerate(blocks):
             term = terms[i] if terms is not None else None
             if self.grad_checkpointing and not torch.jit.is_scripting():
-                x = checkpoint(blk, x, term)
+                x = _checkpoint_block(blk, x, term)
             else:
                 x = blk(x, term)
             x = self.pe.mix(x, pos, i)
@@ -337,9 +285,19 @@ class PEVisionTransformer(nn.Module):
                 intermediates.append(self.norm(x) if norm else x)
         return x, intermediates
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> normalised tokens ``(B, num_prefix_tokens + N, C)``."""
-        x, pos = self._embed(x)
+    def forward_features(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> normalised tokens ``(B, num_prefix_tokens + N, C)``.
+
+        Args:
+            x: images in pixels.
+            keep_indices: optional ``(B, K)`` long, sorted indices into the row-major patch grid: only those patches
+                run (each at its own position); ``N = K``.
+
+        Raises:
+            ValueError: bad input size or channels; bad ``keep_indices``; a subset with an encoding that needs the
+                full grid (PEG).
+        """
+        x, pos = self._embed(x, keep_indices)
         x = self.norm_pre(x)
         x, _ = self._blocks(x, pos, self.blocks)
         return self.norm(x)
@@ -400,6 +358,15 @@ class PEVisionTransformer(nn.Module):
             self.fc_norm = nn.Identity()
             self.reset_classifier(0, '')
         return take_indices
+
+
+def _checkpoint_block(blk: nn.Module, x: torch.Tensor, term) -> torch.Tensor:
+    """Gradient-checkpoint one block with the term's tensors as explicit inputs, so both checkpoint modes (timm's
+    ``TIMM_REENTRANT_CKPT``) save the same tensors and send gradients to learned frequencies."""
+    if term is None:
+        return checkpoint(blk, x)
+    tensors = term.tensors()
+    return checkpoint(lambda y, *ts: blk(y, term.with_tensors(ts)), x, *tensors)
 
 
 # --------------------------------------------------------------------------------------------------- builders
