@@ -324,3 +324,17 @@ def test_make_videoqa_niah_and_tasks(tmp_path, clips_dir):
         assert r.options[r.answer] in ('red', 'green', 'blue', 'yellow', 'circle', 'square', 'triangle', 'diamond')
     for r in records:
         assert 0 <= r.answer < len(r.options)
+
+
+def test_cli_make_videos_and_videoqa(tmp_path, clips_dir, capsys):
+    from zoo.cli import main
+    assert main(['make-videos', '--output', str(tmp_path / 'v'), '--size', '33']) == 2
+    assert 'even number' in capsys.readouterr().err
+    assert main(['make-videoqa', '--output', str(tmp_path / 'q'), '--niah-depths', '2']) == 2
+    assert main(['make-videos', '--output', str(tmp_path / 'v'), '--num-per-class', '1', '--val-per-class', '0',
+                 '--frames', '4', '--size', '16', '--clips-dir', clips_dir]) == 0
+    assert len(list((tmp_path / 'v' / 'train').rglob('*.mp4'))) == 8
+    assert main(['make-videoqa', '--output', str(tmp_path / 'q'), '--num-per-task', '1', '--frames', '12',
+                 '--size', '16', '--tasks', 'counting', 'vniah', '--niah-lengths', '4', '--niah-depths', '0.5',
+                 '--niah-per-cell', '1', '--clips-dir', clips_dir]) == 0
+    assert sorted(p.name for p in (tmp_path / 'q' / 'json').iterdir()) == ['counting.json', 'vniah.json']

@@ -64,11 +64,23 @@ def _cmd_demo(argv: List[str]) -> int:
     return 0
 
 
+def _cmd_make_videos(argv: List[str]) -> int:
+    from zoo.datasets.synthetic_video import main as make_videos_main
+    return make_videos_main(argv)
+
+
+def _cmd_make_videoqa(argv: List[str]) -> int:
+    from zoo.datasets.synthetic_videoqa import main as make_videoqa_main
+    return make_videoqa_main(argv)
+
+
 # name -> (function taking the subcommand's argv, help line). Each subcommand has its own full parser.
 SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
     'list': (_cmd_list, 'zoo models by timm-style wildcard over model and PE names (zoo list rope_mixed)'),
     'train': (_cmd_train, 'train or fine-tune a model on an image folder (zoo train --help)'),
     'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
+    'make-videos': (_cmd_make_videos, 'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
+    'make-videoqa': (_cmd_make_videoqa, 'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
     'demo': (_cmd_demo, 'train 3 tiny PE models on bundled CIFAR-10 images and print a resolution report (~2 min)'),
 }
 
