@@ -9,7 +9,7 @@ from typing import Tuple
 
 import torch
 from torch import nn
-from timm.layers import build_sincos2d_pos_embed, resample_abs_pos_embed, trunc_normal_
+from timm.layers import build_sincos2d_pos_embed, is_exporting, resample_abs_pos_embed, trunc_normal_
 
 from ._cache import TableCache
 from .base import Positions, PosEncoding
@@ -56,7 +56,7 @@ class LearnedAPE(PosEncoding):
 
     def table(self, hw: Tuple[int, int]) -> torch.Tensor:
         """The embedding ``(1, P + H*W, C)`` for grid ``hw``; resampled when ``hw`` differs from ``grid_size``."""
-        if tuple(hw) == self.grid_size:
+        if not is_exporting() and tuple(hw) == self.grid_size:  # no size guard in an exported graph
             return self.pos_embed
         return resample_abs_pos_embed(self.pos_embed, new_size=list(hw), old_size=list(self.grid_size),
                                       num_prefix_tokens=self.num_embed_prefix)

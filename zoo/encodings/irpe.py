@@ -186,6 +186,11 @@ class IRPETable(nn.Module):
         else:
             self.lookup_table_weight = nn.Parameter(torch.zeros(num_heads, head_dim, num_buckets))
 
+    def reset_parameters(self) -> None:
+        """Zeros, as the official code (the model starts without a relative term)."""
+        for p in self.parameters(recurse=False):
+            nn.init.zeros_(p)
+
     def logits(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Additive logits ``[b, h, i, j]`` indexed by the token that owns ``x`` first.
 
@@ -425,7 +430,7 @@ class IRPE(PosEncoding):
             ``{part: ids}`` with ``ids`` ``(skip + H*W, skip + H*W)`` int64, plus ``{part + '.t': ids.t()}``
             (contiguous) when iRPE is on queries.
         """
-        h, w = int(hw[0]), int(hw[1])
+        h, w = hw  # no int(): sizes stay symbolic under torch.export
 
         def build():
             out = {}

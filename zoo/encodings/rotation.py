@@ -84,8 +84,8 @@ def grid_coords(grid: Sequence[int], device: Optional[torch.device] = None, norm
         ``(T * H * W, 3)`` float32.
     """
     axes = []
-    for n in grid:
-        a = torch.arange(int(n), device=device, dtype=torch.float32)
-        axes.append((a + 0.5) / int(n) if normalized else a)
+    for n in grid:  # no int(): sizes stay symbolic under torch.export
+        a = torch.arange(n, device=device, dtype=torch.float32)
+        axes.append((a + 0.5) / n if normalized else a)
     mesh = torch.meshgrid(*axes, indexing='ij')
     return torch.stack([m.reshape(-1) for m in mesh], dim=-1)

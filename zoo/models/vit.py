@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.jit import Final
 
-from timm.layers import PatchDropoutWithIndices, PatchEmbed, get_act_layer, get_norm_layer, to_2tuple
+from timm.layers import (PatchDropoutWithIndices, PatchEmbed, get_act_layer, get_norm_layer, register_notrace_function,
+                         to_2tuple)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint, named_apply
@@ -45,6 +46,32 @@ def _check_geometry(img_size, patch_size, dynamic_img_size: bool, dynamic_img_pa
         raise ValueError(f'input size {img_size[0]}x{img_size[1]} px is not divisible by the patch size '
                          f'{patch_size[0]}x{patch_size[1]}; use a multiple of the patch size, or pass '
                          f'dynamic_img_size=True, dynamic_img_pad=True')
+
+
+@torch.fx.wrap
+@register_notrace_function
+def _checked_images(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int], patch_size: Tuple[int, int],
+                    dynamic_img_size: bool, dynamic_img_pad: bool) -> torch.Tensor:
+    """Return the images ``x`` ``(B, in_chans, H, W)`` unchanged, or raise ValueError naming the problem and the fix.
+
+    A leaf for FX tracing (timm's notrace registry, ``torch.fx.wrap``): the checks run on real shapes when the traced
+    graph runs, and ``x`` passes through them so that graph pruning keeps them.
+    """
+    if x.ndim != 4 or x.shape[1] != in_chans:
+        raise ValueError(f'expected images (B, {in_chans}, H, W), got a tensor of shape {tuple(x.shape)}; pass '
+                         f'in_chans=... when building the model for other channel counts')
+    if not x.is_floating_point():
+        raise ValueError(f'expected floating-point images, got {x.dtype}; convert with x.float() (and normalise)')
+    H, W = x.shape[-2:]
+    ph, pw = patch_size
+    if not dynamic_img_size:
+        if (H, W) != tuple(img_size):
+            raise ValueError(f'input size {H}x{W} px differs from the model input size {img_size[0]}x{img_size[1]} '
+                             f'px; build the model with dynamic_img_size=True or call set_input_size(({H}, {W}))')
+    elif not dynamic_img_pad and (H % ph or W % pw):
+        raise ValueError(f'input size {H}x{W} px is not divisible by the patch size {ph}x{pw}; resize or crop to '
+                         f'a multiple of the patch size, or build the model with dynamic_img_pad=True')
+    return x
 
 
 class PEVisionTransformer(nn.Module):
@@ -173,7 +200,7 @@ class PEVisionTransformer(nn.Module):
             nn.init.normal_(self.reg_token, std=1e-6)
         for name, child in self.named_children():
             if name != 'pe':
-                named_apply(partial(init_weights_vit_timm, needs_reset=needs_reset), child, name)
+                named_apply(partial(init_weights_vit_timm, needs_reset=needs_reset), child, name, include_root=True)
         if needs_reset:
             self.pe.reset_parameters()
 
@@ -215,28 +242,15 @@ class PEVisionTransformer(nn.Module):
         self.pe.set_grid_size(tuple(self.patch_embed.grid_size))
 
     # ----------------------------------------------------------------------------------------------- forward
-    def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 4 or x.shape[1] != self.patch_embed.proj.in_channels:
-            raise ValueError(f'expected images (B, {self.patch_embed.proj.in_channels}, H, W), got a tensor of shape '
-                             f'{tuple(x.shape)}; pass in_chans=... when building the model for other channel counts')
-        if not x.is_floating_point():
-            raise ValueError(f'expected floating-point images, got {x.dtype}; convert with x.float() (and normalise)')
-        H, W = x.shape[-2:]
-        ph, pw = self.patch_embed.patch_size
-        if not self.dynamic_img_size:
-            if (H, W) != tuple(self.patch_embed.img_size):
-                raise ValueError(f'input size {H}x{W} px differs from the model input size '
-                                 f'{self.patch_embed.img_size[0]}x{self.patch_embed.img_size[1]} px; build the model '
-                                 f'with dynamic_img_size=True or call set_input_size(({H}, {W}))')
-        elif not self.dynamic_img_pad and (H % ph or W % pw):
-            raise ValueError(f'input size {H}x{W} px is not divisible by the patch size {ph}x{pw}; resize or crop to '
-                             f'a multiple of the patch size, or build the model with dynamic_img_pad=True')
+    def _check_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` unchanged, or ValueError for a bad input (see ``_checked_images``)."""
+        return _checked_images(x, self.patch_embed.proj.in_channels, tuple(self.patch_embed.img_size),
+                               tuple(self.patch_embed.patch_size), self.dynamic_img_size, self.dynamic_img_pad)
 
     def _embed(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Positions]:
         """Patch embed, prefix tokens, the PE's embed hook (on the full grid), then the token subset (``keep_indices``
         or patch dropout). Returns tokens ``(B, L, C)`` and their positions."""
-        self._check_input(x)
-        x = self.patch_embed(x)
+        x = self.patch_embed(self._check_input(x))
         if self.dynamic_img_size:
             B, H, W, C = x.shape
             x = x.reshape(B, H * W, C)
@@ -380,7 +394,7 @@ def _create_pe_vit(variant: str, pretrained: bool = False, **kwargs) -> PEVision
 def _cfg(url: str = '', **kwargs) -> Dict:
     return {
         'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 0.9,
-        'interpolation': 'bicubic', 'fixed_input_size': False, 'mean': (0.485, 0.456, 0.406),
+        'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': (0.485, 0.456, 0.406),
         'std': (0.229, 0.224, 0.225), 'first_conv': 'patch_embed.proj', 'classifier': 'head', **kwargs,
     }
 

@@ -1,0 +1,197 @@
+"""The contract every registered position encoding must meet, parametrised over the encoding registry.
+
+A new encoding registered with ``@register_pos_encoding`` is picked up here without editing this file: build,
+forward/backward, a new grid, token subsets (patch dropout / ``keep_indices``) or their clear refusal, gradient
+checkpointing in both modes, meta-device construction, bf16, ``torch.export`` with dynamic H and W,
+``torch.compile(dynamic=True)`` over three sizes without graph breaks, and a state-dict round trip.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch.export import Dim
+
+import zoo  # noqa: F401
+from zoo.encodings import list_pos_encodings
+from zoo.models.vit import PEVisionTransformer
+
+KINDS = list_pos_encodings()
+PATCH = 8
+
+
+def _build(kind: str, **kw) -> PEVisionTransformer:
+    args = dict(img_size=32, patch_size=PATCH, embed_dim=64, depth=2, num_heads=2, num_classes=5,
+                dynamic_img_size=True, pe=kind)
+    args.update(kw)
+    return PEVisionTransformer(**args)
+
+
+def _x(h: int = 32, w: int = 32, b: int = 2, seed: int = 0) -> torch.Tensor:
+    return torch.randn(b, 3, h, w, generator=torch.Generator().manual_seed(seed))
+
+
+def _pe_grads(model) -> dict:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_registry_is_not_empty():
+    assert {'ape', 'rope_mixed', 'irpe', 'comrope', 'liere', 'peg', 'multimodal_rope'} <= set(KINDS)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_forward_backward_and_new_grid(kind):
+    torch.manual_seed(0)
+    model = _build(kind)
+    out = model(_x())
+    assert out.shape == (2, 5) and torch.isfinite(out).all()
+    out.square().sum().backward()
+    pe_params = [n for n, p in model.pe.named_parameters()]
+    missing = [n for n, p in model.pe.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing, f'{kind}: encoding parameters without a finite gradient: {missing} of {pe_params}'
+    with torch.no_grad():
+        assert torch.isfinite(model(_x(48, 40))).all()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_token_subsets(kind):
+    """keep_indices with every index equals the full forward; a real subset trains; PEG refuses clearly."""
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    x = _x()
+    n = (32 // PATCH) ** 2
+    if not model.pe.supports_subsets:
+        with pytest.raises(ValueError, match='patch_drop_rate'):
+            _build(kind, patch_drop_rate=0.5)
+        with pytest.raises(ValueError, match='full patch grid'):
+            model.forward_features(x, keep_indices=torch.arange(n).expand(2, -1))
+        return
+    with torch.no_grad():
+        full = model.forward_features(x)
+        kept = model.forward_features(x, keep_indices=torch.arange(n).expand(2, -1))
+    torch.testing.assert_close(kept, full, atol=1e-5, rtol=1e-5)
+    # a per-sample subset: each kept token sees the same positions as in a forward over that subset alone
+    keep = torch.stack([torch.tensor([0, 3, 5, 9, 15]), torch.tensor([1, 2, 6, 7, 12])])
+    with torch.no_grad():
+        both = model.forward_features(x, keep_indices=keep)
+        one = model.forward_features(x[1:], keep_indices=keep[1:])
+    torch.testing.assert_close(both[1:], one, atol=1e-5, rtol=1e-5)
+    assert (both[0] - both[1]).abs().max() > 1e-3
+    dropped = _build(kind, patch_drop_rate=0.5).train()
+    out = dropped(x)
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize('reentrant', [False, True])
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_checkpointing_same_gradients(kind, reentrant, monkeypatch):
+    import timm.layers.config as timm_config
+    monkeypatch.setattr(timm_config, '_USE_REENTRANT_CKPT', reentrant, raising=False)
+    torch.manual_seed(0)
+    ref = _build(kind).train()
+    ckpt = copy.deepcopy(ref)
+    ckpt.set_grad_checkpointing(True)
+    x = _x()
+    ref(x).square().sum().backward()
+    ckpt(x).square().sum().backward()
+    g_ref, g_ckpt = _pe_grads(ref), _pe_grads(ckpt)
+    assert g_ref.keys() == g_ckpt.keys(), f'{kind}: parameters losing gradients under checkpointing: ' \
+                                          f'{sorted(set(g_ref) - set(g_ckpt))}'
+    for name in g_ref:
+        torch.testing.assert_close(g_ckpt[name], g_ref[name], atol=1e-5, rtol=1e-4, msg=f'{kind}: {name}')
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_meta_device_init(kind):
+    """meta -> to_empty -> init_weights gives the buffers of a normal construction and parameters that follow
+    their init distribution (final norm, head and the encoding included)."""
+    torch.manual_seed(0)
+    normal = _build(kind)
+    with torch.device('meta'):
+        meta = _build(kind)
+    meta.to_empty(device='cpu')
+    with torch.no_grad():  # poison the memory so that anything left uninitialised is caught
+        for p in list(meta.parameters()) + list(meta.buffers()):
+            p.fill_(1e20) if p.is_floating_point() else None
+    meta.init_weights()
+    ref_buffers = dict(normal.named_buffers())
+    for name, buf in meta.named_buffers():
+        torch.testing.assert_close(buf, ref_buffers[name], msg=f'{kind}: buffer {name}')
+    ref_params = dict(normal.named_parameters())
+    for name, p in meta.named_parameters():
+        ref = ref_params[name]
+        assert torch.isfinite(p).all(), f'{kind}: {name} not initialised'
+        if ref.numel() < 16 or ref.std() == 0:
+            torch.testing.assert_close(p, ref, msg=f'{kind}: {name} (a constant init)')
+        else:
+            ratio = (p.std() / ref.std()).item()
+            assert 0.5 < ratio < 2, f'{kind}: {name} std {p.std():.3g} vs {ref.std():.3g}'
+            assert abs(p.mean() - ref.mean()) < 0.5 * ref.std() + 1e-3, f'{kind}: {name} mean'
+    with torch.no_grad():
+        assert torch.isfinite(meta.eval()(_x())).all()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_bf16_model_close_to_fp32_and_independent_of_history(kind):
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    with torch.no_grad():
+        model.head.weight.normal_(0, 1.0)
+        x = _x(48, 48)
+        ref = model(x)
+        warm = copy.deepcopy(model).to(torch.bfloat16)  # ran in fp32 before the cast (tables cached)
+        fresh = _build(kind).eval()
+        fresh.load_state_dict(model.state_dict())
+        fresh = fresh.to(torch.bfloat16)  # never ran in fp32
+        low_warm = warm(x.bfloat16()).float()
+        low_fresh = fresh(x.bfloat16()).float()
+    rel = ((low_fresh - ref).norm() / ref.norm()).item()
+    assert rel < 0.05, f'{kind}: bf16 relative error {rel:.4f}'
+    torch.testing.assert_close(low_warm, low_fresh, atol=0, rtol=0, msg=f'{kind}: bf16 logits depend on history')
+    for name, buf in fresh.named_buffers():
+        if 'freq' in name or 'band' in name:
+            assert buf.dtype == torch.float32, f'{kind}: {name} is {buf.dtype}'
+
+
+@pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.filterwarnings('ignore')
+def test_torch_export_dynamic_hw(kind):
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    h, w = Dim('h', min=2, max=16), Dim('w', min=2, max=16)
+    with torch.no_grad():
+        ep = torch.export.export(model, (_x(32, 40, b=1),), dynamic_shapes=({2: PATCH * h, 3: PATCH * w},))
+        for size in [(32, 40), (48, 24)]:
+            x = _x(*size, b=1, seed=1)
+            torch.testing.assert_close(ep.module()(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.filterwarnings('ignore')
+def test_torch_compile_dynamic_no_graph_breaks(kind):
+    """fullgraph=True fails on any graph break; three sizes with dynamic shapes."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    compiled = torch.compile(model, dynamic=True, fullgraph=True, backend='eager')
+    with torch.no_grad():
+        for size in [(32, 32), (48, 40), (24, 56)]:
+            x = _x(*size, b=1)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_state_dict_round_trip(kind, tmp_path):
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    path = tmp_path / 'm.pth'
+    torch.save(model.state_dict(), path)
+    other = _build(kind).eval()
+    other.load_state_dict(torch.load(path, weights_only=True))
+    x = _x()
+    with torch.no_grad():
+        torch.testing.assert_close(other(x), model(x), atol=0, rtol=0)
+    derived = {n for n, _ in model.named_buffers()} & set(model.state_dict())
+    assert not derived, f'{kind}: derived tables in the state_dict: {derived}'
