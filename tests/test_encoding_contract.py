@@ -155,13 +155,16 @@ def test_bf16_model_close_to_fp32_and_independent_of_history(kind):
             assert buf.dtype == torch.float32, f'{kind}: {name} is {buf.dtype}'
 
 
+@pytest.mark.parametrize('grad', [False, True])
 @pytest.mark.parametrize('kind', KINDS)
 @pytest.mark.filterwarnings('ignore')
-def test_torch_export_dynamic_hw(kind):
+def test_torch_export_dynamic_hw(kind, grad=False):
+    """Exports in eval mode with dynamic H and W, under no_grad and with autograd on (LieRE's training exponential
+    must not leak an .item() into the graph)."""
     torch.manual_seed(0)
     model = _build(kind).eval()
     h, w = Dim('h', min=2, max=16), Dim('w', min=2, max=16)
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         ep = torch.export.export(model, (_x(32, 40, b=1),), dynamic_shapes=({2: PATCH * h, 3: PATCH * w},))
         for size in [(32, 40), (48, 24)]:
             x = _x(*size, b=1, seed=1)
