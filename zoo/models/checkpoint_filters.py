@@ -9,9 +9,14 @@ Sources (one converter each; the layout is detected from the keys):
 * official DeiT-iRPE (``blocks.N.attn.rpe_*``): ``zoo.models.convert_irpe``.
 * official ComRoPE, HF CLIP layout (``vision_model.*``): ``zoo.models.convert_comrope``.
 * the zoo's own layout (``pe.*``) passes through unchanged.
+
+Video models (``pe_video_vit_*``) use :func:`video_checkpoint_filter_fn`: the V-JEPA 2 encoder layout (its
+``target_encoder`` / ``encoder`` wrappers and ``module.`` / ``backbone.`` prefixes removed) and the zoo's own video
+layout; an image checkpoint is refused with a pointer to :func:`zoo.models.inflate_2d_to_3d`.
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Dict, Iterable, List
 
@@ -19,7 +24,10 @@ import torch
 from torch import nn
 from timm.layers import resample_abs_pos_embed
 
-__all__ = ['checkpoint_filter_fn', 'unwrap_state_dict', 'check_state_dict', 'CheckpointMismatchError']
+__all__ = ['checkpoint_filter_fn', 'video_checkpoint_filter_fn', 'unwrap_state_dict', 'check_state_dict',
+           'CheckpointMismatchError']
+
+_logger = logging.getLogger(__name__)
 
 # Classifier keys: timm's load_pretrained drops them itself when num_classes differs.
 _CLASSIFIER_KEYS = ('head.weight', 'head.bias')
@@ -179,3 +187,98 @@ def checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.
             out[k] = _resample_ape(out[k], target[k], model)
     check_state_dict(out, model, source=f'checkpoint ({layout} layout)')
     return out
+
+
+# --------------------------------------------------------------------------------------------------------- video
+_VIDEO_WRAPPERS = ('target_encoder', 'encoder', 'model', 'state_dict')  # V-JEPA 2 evaluates ``target_encoder``
+
+
+def _unwrap_video(checkpoint: Dict) -> Dict[str, torch.Tensor]:
+    """The encoder tensors of a V-JEPA 2 / zoo checkpoint, without wrappers or ``module.`` / ``backbone.`` prefixes."""
+    if not isinstance(checkpoint, dict):
+        raise CheckpointMismatchError(f'expected a state dict, got {type(checkpoint).__name__}')
+    for key in _VIDEO_WRAPPERS:
+        if isinstance(checkpoint.get(key), dict):
+            checkpoint = checkpoint[key]
+            break
+    for prefix in ('module.', 'backbone.'):
+        if checkpoint and all(k.startswith(prefix) for k in checkpoint):
+            checkpoint = {k[len(prefix):]: v for k, v in checkpoint.items()}
+    return checkpoint
+
+
+def _video_pos_embed(table: torch.Tensor, model: nn.Module, target: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Place a top-level ``pos_embed`` (V-JEPA's fixed 3D sin-cos table when ``use_rope=False``, or a learned one).
+
+    Into ``pe.pos_embed`` when the model has one of that shape; else it must equal the table the model's own
+    encoding adds (a fixed table is rebuilt, not loaded), checked on the model's default grid.
+    """
+    if 'pe.pos_embed' in target and tuple(target['pe.pos_embed'].shape) == tuple(table.shape):
+        return {'pe.pos_embed': table}
+    from zoo.encodings import Positions
+    grid = tuple(model.patch_embed.grid_size)
+    zeros = torch.zeros(1, model.num_prefix_tokens + math.prod(grid), table.shape[-1])
+    with torch.no_grad():
+        own = model.pe.embed(zeros, Positions(grid, model.num_prefix_tokens, model.num_class_tokens))
+    own = own[:, model.num_prefix_tokens:]
+    if own.shape != table.shape or not torch.allclose(own.float(), table.float(), atol=1e-4):
+        err = 'shapes differ' if own.shape != table.shape else f'max |diff| {(own - table).abs().max():.3g}'
+        raise CheckpointMismatchError(
+            f'checkpoint pos_embed {tuple(table.shape)} is not the table of the model\'s {model.pe_name!r} encoding '
+            f'on its {grid} grid ({tuple(own.shape)}; {err}); build the model with the encoding the checkpoint was '
+            f'trained with (V-JEPA without RoPE: pe=\'sincos3d\'; a learned table: pe=\'ape\') and its '
+            f'num_frames / img_size')
+    _logger.info('checkpoint pos_embed equals the %r table the model builds itself; not loaded', model.pe_name)
+    return {}
+
+
+def video_checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tensor]:
+    """Convert a video checkpoint to the zoo video ViT layout and verify it (timm ``pretrained_filter_fn``).
+
+    Layouts:
+        * V-JEPA 2 encoder (Bardes et al. / Assran et al., "V-JEPA 2", arXiv:2506.09985): ``patch_embed.proj``
+          (Conv3d weight ``(C, 3, tubelet, p, p)``), ``blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
+          mlp.fc2}``, final ``norm``; read from ``target_encoder`` (else ``encoder``), ``module.`` / ``backbone.``
+          prefixes removed. RoPE encoders go into ``pe='rope3d'`` with ``pe_kwargs=dict(pairing='vjepa2')`` (the
+          released code's pairing), ``fc_norm=False`` (the final ``norm`` acts on every token); a ``pos_embed``
+          (``use_rope=False``) must equal the model encoding's own table (``sincos3d``) or fit ``pe.pos_embed``.
+          Encoders carry no classifier: ``head.*`` keeps the model's initialisation (logged).
+        * the zoo's own video layout (``pe.*`` keys): unchanged.
+
+    Load one with ``timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=path), ...)``.
+
+    Raises:
+        CheckpointMismatchError (a ValueError): an image checkpoint (4D patch embedding: use
+            :func:`zoo.models.inflate_2d_to_3d`), another layout, or missing / unexpected / mis-shaped keys (all
+            listed, with the fix).
+    """
+    sd = dict(_unwrap_video(state_dict))
+    target = model.state_dict()
+    proj = sd.get('patch_embed.proj.weight')
+    if proj is None:
+        raise CheckpointMismatchError(
+            f'checkpoint has no patch_embed.proj.weight (first keys: {_fmt(list(sd)[:8], 8)}): not a V-JEPA 2 or zoo '
+            f'video encoder; convert it to the timm key names (patch_embed.proj, blocks.N.attn.qkv, norm) first')
+    if proj.ndim == 4:
+        raise CheckpointMismatchError(
+            f'checkpoint has a 2D patch embedding {tuple(proj.shape)}: an image checkpoint, not a video one; inflate '
+            f'it with zoo.models.inflate_2d_to_3d(state_dict, model) and load the result')
+    if proj.ndim != 5:
+        raise CheckpointMismatchError(f'patch_embed.proj.weight has shape {tuple(proj.shape)}; a video checkpoint '
+                                      f'has a Conv3d weight (C, in_chans, tubelet, p, p)')
+    layout = 'zoo video' if any(k.startswith('pe.') for k in sd) else 'V-JEPA 2 encoder'
+    if 'pos_embed' in sd:
+        sd.update(_video_pos_embed(sd.pop('pos_embed'), model, target))
+    missing_head = [k for k in _CLASSIFIER_KEYS if k in target and k not in sd]
+    if missing_head and layout == 'V-JEPA 2 encoder':
+        _logger.info('the encoder checkpoint has no classifier; %s keep their initialisation', ', '.join(missing_head))
+        sd.update({k: target[k] for k in missing_head})
+    try:
+        check_state_dict(sd, model, source=f'checkpoint ({layout} layout)')
+    except CheckpointMismatchError as e:
+        hint = ''
+        if 'norm.weight' in sd and 'fc_norm.weight' in target and 'norm.weight' not in target:
+            hint = ('\n  Hint: the checkpoint normalises every token with its final norm (V-JEPA 2); build the model '
+                    'with fc_norm=False')
+        raise CheckpointMismatchError(f'{e}{hint}') from None
+    return sd

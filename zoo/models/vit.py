@@ -59,7 +59,8 @@ def _checked_images(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int], p
     """
     if x.ndim != 4 or x.shape[1] != in_chans:
         raise ValueError(f'expected images (B, {in_chans}, H, W), got a tensor of shape {tuple(x.shape)}; pass '
-                         f'in_chans=... when building the model for other channel counts')
+                         f'in_chans=... when building the model for other channel counts (video clips '
+                         f'(B, C, T, H, W) go to a pe_video_vit_* model)')
     if not x.is_floating_point():
         raise ValueError(f'expected floating-point images, got {x.dtype}; convert with x.float() (and normalise)')
     H, W = x.shape[-2:]
@@ -83,6 +84,8 @@ class PEVisionTransformer(nn.Module):
     Args mirror timm's ``VisionTransformer`` (same meaning), plus:
         pe: registered encoding name (see ``zoo.encodings.list_pos_encodings()``).
         pe_kwargs: options passed to the encoding.
+        embed_layer: patch embedding class (timm's ``PatchEmbed`` interface); its ``grid_size`` is the PE's
+            default grid (the video ViT passes a Conv3d tubelet embedding with a ``(T, H, W)`` grid).
 
     Raises:
         ValueError: unknown ``pe`` or ``pe_kwargs``; bad ``global_pool``; an input size that the model cannot take
@@ -122,6 +125,7 @@ class PEVisionTransformer(nn.Module):
             act_layer: Optional[Union[str, Callable]] = None,
             pe: str = 'ape',
             pe_kwargs: Optional[Dict] = None,
+            embed_layer: Callable = PatchEmbed,
     ):
         super().__init__()
         if global_pool not in ('', 'avg', 'token'):
@@ -151,9 +155,9 @@ class PEVisionTransformer(nn.Module):
         self.pe_name = pe
 
         embed_args = dict(strict_img_size=False, output_fmt='NHWC') if dynamic_img_size else {}
-        self.patch_embed = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
-                                      embed_dim=embed_dim, bias=not pre_norm, dynamic_img_pad=dynamic_img_pad,
-                                      **embed_args)
+        self.patch_embed = embed_layer(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
+                                       embed_dim=embed_dim, bias=not pre_norm, dynamic_img_pad=dynamic_img_pad,
+                                       **embed_args)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
         self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, embed_dim)) if reg_tokens else None
         self.pe = create_pos_encoding(pe, dict(
@@ -250,12 +254,7 @@ class PEVisionTransformer(nn.Module):
     def _embed(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Positions]:
         """Patch embed, prefix tokens, the PE's embed hook (on the full grid), then the token subset (``keep_indices``
         or patch dropout). Returns tokens ``(B, L, C)`` and their positions."""
-        x = self.patch_embed(self._check_input(x))
-        if self.dynamic_img_size:
-            B, H, W, C = x.shape
-            x = x.reshape(B, H * W, C)
-        else:
-            H, W = self.patch_embed.grid_size
+        x, grid = self._patch_tokens(x)
         prefix = []
         if self.cls_token is not None:
             prefix.append(self.cls_token.expand(x.shape[0], -1, -1).to(x.dtype))
@@ -263,9 +262,22 @@ class PEVisionTransformer(nn.Module):
             prefix.append(self.reg_token.expand(x.shape[0], -1, -1).to(x.dtype))
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
-        pos = Positions((1, H, W), self.num_prefix_tokens, self.num_class_tokens)
+        pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens)
         x = self.pos_drop(self.pe.embed(x, pos))
         return self._take_subset(x, pos, keep_indices)
+
+    def _patch_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
+        """Checked input -> patch tokens ``(B, N, C)`` (row-major) and their grid ``(1, H, W)`` in patches."""
+        x = self.patch_embed(self._check_input(x))
+        if self.dynamic_img_size:
+            B, H, W, C = x.shape
+            return x.reshape(B, H * W, C), (1, H, W)
+        H, W = self.patch_embed.grid_size
+        return x, (1, H, W)
+
+    def _to_map(self, x: torch.Tensor, grid: Tuple[int, int, int]) -> torch.Tensor:
+        """Patch tokens ``(B, N, C)`` -> feature map ``(B, C, H, W)`` (``forward_intermediates`` ``NCHW``)."""
+        return x.reshape(x.shape[0], grid[1], grid[2], -1).permute(0, 3, 1, 2).contiguous()
 
     def _take_subset(self, x: torch.Tensor, pos: Positions,
                      keep_indices: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Positions]:
@@ -298,6 +310,12 @@ class PEVisionTransformer(nn.Module):
             if i in take:
                 intermediates.append(self.norm(x) if norm else x)
         return x, intermediates
+
+    def forward_embed(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The token sequence that enters block 0 ``(B, L, C)``: patch embedding, prefix tokens, additive PE (and the
+        optional pre-norm), then the token subset ``keep_indices`` (as in :meth:`forward_features`)."""
+        x, _ = self._embed(x, keep_indices)
+        return self.norm_pre(x)
 
     def forward_features(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Images ``(B, C, H, W)`` -> normalised tokens ``(B, num_prefix_tokens + N, C)``.
@@ -346,7 +364,6 @@ class PEVisionTransformer(nn.Module):
         if output_fmt not in ('NCHW', 'NLC'):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
-        B = x.shape[0]
         x, pos = self._embed(x)
         x = self.norm_pre(x)
         blocks = self.blocks[:max_index + 1] if stop_early else self.blocks
@@ -354,8 +371,7 @@ class PEVisionTransformer(nn.Module):
         prefix = [y[:, :self.num_prefix_tokens] for y in intermediates]
         intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
         if output_fmt == 'NCHW':
-            H, W = pos.hw
-            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+            intermediates = [self._to_map(y, pos.grid) for y in intermediates]
         if return_prefix_tokens:
             intermediates = list(zip(intermediates, prefix))
         if intermediates_only:

@@ -1,0 +1,200 @@
+"""Video ViT backbone (zoo.models.video_vit): tiny models, 32 px frames, patch 8, tubelet 2."""
+import os
+
+import pytest
+import timm
+import torch
+
+import zoo  # noqa: F401  (registers the models)
+from zoo.models import CheckpointMismatchError, PEVideoTransformer
+from zoo.models.video_vit import VIDEO_PE_MODELS
+
+TINY = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=2, num_frames=4, num_classes=5)
+
+
+def _video(pe: str = 'nope', **kw) -> PEVideoTransformer:
+    torch.manual_seed(0)
+    return timm.create_model(f'pe_video_vit_tiny_patch16_{pe}_224', **dict(TINY, **kw)).eval()
+
+
+def _clip(b=2, t=4, h=32, w=32, seed=1):
+    return torch.randn(b, 3, t, h, w, generator=torch.Generator().manual_seed(seed))
+
+
+# ------------------------------------------------------------------------------------------------ the backbone
+def test_registered_names_and_defaults():
+    names = set(timm.list_models('pe_video_vit_*'))
+    for suffix in VIDEO_PE_MODELS:
+        for size in ('tiny', 'small', 'base'):
+            assert f'pe_video_vit_{size}_patch16_{suffix}_224' in names
+    with torch.device('meta'):
+        m = timm.create_model('pe_video_vit_small_patch16_nope_224')
+    assert isinstance(m.patch_embed.proj, torch.nn.Conv3d)
+    assert m.patch_embed.proj.weight.shape == (384, 3, 2, 16, 16)
+    assert (m.num_frames, m.tubelet_size, m.patch_embed.grid_size) == (16, 2, (8, 14, 14))
+    assert m.cls_token is None and m.global_pool == 'avg' and m.num_prefix_tokens == 0
+    assert isinstance(m.norm, torch.nn.Identity) and not isinstance(m.fc_norm, torch.nn.Identity)  # VideoMAE head
+
+
+def test_token_order_is_t_major_then_row_major():
+    m = _video()
+    x = _clip()
+    tokens = m.forward_embed(x)
+    conv = m.patch_embed.proj(x)  # (B, C, T', H', W')
+    assert tokens.shape == (2, 2 * 4 * 4, 48)
+    # VideoMAE / V-JEPA 2: flatten(2).transpose(1, 2)
+    torch.testing.assert_close(tokens, conv.flatten(2).transpose(1, 2), rtol=0, atol=0)
+    # token n <-> (t, h, w) = (n // (H W), (n % (H W)) // W, n % W)
+    n = 1 * 16 + 2 * 4 + 3
+    torch.testing.assert_close(tokens[:, n], conv[:, :, 1, 2, 3], rtol=0, atol=0)
+
+
+def test_forward_features_head_intermediates():
+    m = _video()
+    x = _clip()
+    feats = m.forward_features(x)
+    assert feats.shape == (2, 32, 48)
+    assert m(x).shape == (2, 5)
+    torch.testing.assert_close(m.forward_head(feats), m(x))
+    final, inter = m.forward_intermediates(x)
+    torch.testing.assert_close(final, feats)
+    assert [tuple(i.shape) for i in inter] == [(2, 48, 2, 4, 4)] * 2
+    nlc = m.forward_intermediates(x, output_fmt='NLC', intermediates_only=True)
+    torch.testing.assert_close(nlc[-1], inter[-1].flatten(2).transpose(1, 2))
+    m.set_grad_checkpointing(True)
+    torch.testing.assert_close(m.forward_features(x), feats)
+
+
+def test_features_only():
+    m = timm.create_model('pe_video_vit_tiny_patch16_nope_224', features_only=True, out_indices=(0, 1),
+                          **{k: v for k, v in TINY.items() if k != 'num_classes'})
+    assert [tuple(o.shape) for o in m(_clip())] == [(2, 48, 2, 4, 4)] * 2
+
+
+def test_dynamic_sizes_and_errors():
+    m = _video(dynamic_img_size=True)
+    assert m(_clip(1, 8, 48, 40)).shape == (1, 5)  # 2x frames, other frame sizes
+    with pytest.raises(ValueError, match=r'5 frames are not divisible by the tubelet size 2'):
+        m(_clip(1, 5))
+    with pytest.raises(ValueError, match=r'36x32 px is not divisible by the patch size 8x8'):
+        m(_clip(1, 4, 36, 32))
+    fixed = _video()
+    with pytest.raises(ValueError, match=r'8 frames of 32x32 px differs .* set_input_size'):
+        fixed(_clip(1, 8))
+    padded = _video(dynamic_img_size=True, dynamic_img_pad=True)
+    assert padded.forward_features(_clip(1, 4, 36, 30)).shape == (1, 2 * 5 * 4, 48)
+
+
+def test_wrong_rank_both_ways():
+    with pytest.raises(ValueError, match=r'expected video clips \(B, 3, T, H, W\).*pe_vit_\* model'):
+        _video()(torch.randn(2, 3, 32, 32))
+    image = timm.create_model('pe_vit_tiny_patch16_nope_224', img_size=32, patch_size=8, embed_dim=48, depth=2,
+                              num_heads=2, num_classes=5)
+    with pytest.raises(ValueError, match=r'expected images \(B, 3, H, W\).*pe_video_vit_\* model'):
+        image(_clip())
+
+
+def test_bad_constructor_options():
+    with pytest.raises(ValueError, match='positive multiple of tubelet_size'):
+        _video(num_frames=5)
+    with pytest.raises(ValueError, match='must be integers'):
+        _video(num_frames=4.0)
+
+
+def test_set_input_size_frames_and_pixels():
+    m = _video()
+    x = _clip()
+    ref = m(x)
+    m.set_input_size(img_size=48, num_frames=8)
+    assert m.patch_embed.grid_size == (4, 6, 6)
+    assert m(_clip(2, 8, 48, 48)).shape == (2, 5)
+    m.set_input_size(img_size=32, num_frames=4)
+    torch.testing.assert_close(m(x), ref)  # nope: nothing learned depends on the grid
+    with pytest.raises(ValueError, match='multiple of the tubelet size 2'):
+        m.set_input_size(num_frames=3)
+
+
+# ------------------------------------------------------------------------------------------------ token subsets
+def test_keep_indices_all_equals_unmasked_and_subset_runs_kept_tokens():
+    m = _video()
+    x = _clip()
+    full = m.forward_features(x)
+    every = torch.arange(32).expand(2, -1)
+    torch.testing.assert_close(m.forward_features(x, keep_indices=every), full, rtol=0, atol=0)
+    keep = torch.stack([torch.tensor([0, 3, 9, 17, 30]), torch.tensor([1, 2, 16, 20, 31])])
+    sub = m.forward_features(x, keep_indices=keep)
+    assert sub.shape == (2, 5, 48)
+    # nope: the kept tokens are the gathered embeddings run through the same blocks
+    tokens = m.forward_embed(x).gather(1, keep[..., None].expand(-1, -1, 48))
+    torch.testing.assert_close(sub, m.norm(m.blocks(tokens)))
+    torch.testing.assert_close(m.forward_embed(x, keep_indices=keep), tokens)
+
+
+@pytest.mark.parametrize('keep, match', [
+    (torch.tensor([[0, 32], [1, 2]]), r'must lie in \[0, 32\)'),
+    (torch.tensor([[3, 1], [1, 2]]), 'sorted ascending'),
+    (torch.tensor([[0, 1]]), 'batch 1 but the input has batch 2'),
+    (torch.tensor([0, 1]), r'\(B, K\) integer tensor'),
+])
+def test_bad_keep_indices(keep, match):
+    with pytest.raises(ValueError, match=match):
+        _video().forward_features(_clip(), keep_indices=keep)
+
+
+def test_peg_refuses_subsets():
+    m = _video('peg')
+    with pytest.raises(ValueError, match='PEG.*needs the full patch grid'):
+        m.forward_features(_clip(), keep_indices=torch.arange(8).expand(2, -1))
+    with pytest.raises(ValueError, match='patch_drop_rate > 0'):
+        _video('peg', patch_drop_rate=0.5)
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def _vjepa2_checkpoint(model: PEVideoTransformer) -> dict:
+    """A state dict in the V-JEPA 2 release layout: wrapped, prefixed, no classifier."""
+    enc = {f'module.backbone.{k}': v.clone() for k, v in model.state_dict().items() if not k.startswith('head.')}
+    return {'target_encoder': enc, 'encoder': enc, 'epoch': 1}
+
+
+def test_vjepa2_layout_loads_through_pretrained_cfg_overlay(tmp_path):
+    src = _video(fc_norm=False)
+    assert 'norm.weight' in src.state_dict() and 'fc_norm.weight' not in src.state_dict()
+    path = os.path.join(tmp_path, 'vjepa2.pt')
+    torch.save(_vjepa2_checkpoint(src), path)
+    m = timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True, num_classes=0, fc_norm=False,
+                          pretrained_cfg_overlay=dict(file=path), **{k: v for k, v in TINY.items()
+                                                                     if k != 'num_classes'}).eval()
+    x = _clip()
+    torch.testing.assert_close(m.forward_features(x), src.forward_features(x), rtol=0, atol=0)
+    # a classifier-sized model: the encoder has no head, which keeps its initialisation
+    m5 = timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True, fc_norm=False,
+                           pretrained_cfg_overlay=dict(file=path, num_classes=5), **TINY).eval()
+    torch.testing.assert_close(m5.forward_features(x), src.forward_features(x), rtol=0, atol=0)
+
+
+def test_vjepa2_layout_into_mean_pooled_head_names_the_fix(tmp_path):
+    path = os.path.join(tmp_path, 'vjepa2.pt')
+    torch.save(_vjepa2_checkpoint(_video(fc_norm=False)), path)
+    with pytest.raises(CheckpointMismatchError, match='fc_norm=False'):
+        timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True, num_classes=0,
+                          pretrained_cfg_overlay=dict(file=path), **{k: v for k, v in TINY.items()
+                                                                     if k != 'num_classes'})
+
+
+def test_other_layouts_are_refused(tmp_path):
+    image = timm.create_model('pe_vit_tiny_patch16_nope_224', img_size=32, patch_size=8, embed_dim=48, depth=2,
+                              num_heads=2, num_classes=5)
+    path = os.path.join(tmp_path, 'image.pt')
+    torch.save(image.state_dict(), path)
+    with pytest.raises(CheckpointMismatchError, match='image checkpoint.*inflate_2d_to_3d'):
+        timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True,
+                          pretrained_cfg_overlay=dict(file=path, num_classes=5), **TINY)
+    torch.save({'encoder': {'layers.0.weight': torch.zeros(3)}}, path)
+    with pytest.raises(CheckpointMismatchError, match='no patch_embed.proj.weight'):
+        timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True,
+                          pretrained_cfg_overlay=dict(file=path, num_classes=5), **TINY)
+    deeper = _video(fc_norm=False, depth=3)
+    torch.save(_vjepa2_checkpoint(deeper), path)
+    with pytest.raises(CheckpointMismatchError, match=r'unexpected keys.*blocks\.2\.'):
+        timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True, fc_norm=False,
+                          pretrained_cfg_overlay=dict(file=path, num_classes=5), **TINY)
