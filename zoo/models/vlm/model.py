@@ -1,0 +1,424 @@
+"""The video-LLM: vision tower -> 2x2 merge projector -> decoder whose rotation is a multimodal RoPE scheme.
+
+Position ids come from the token layout (:func:`zoo.encodings.multimodal_rope.get_position_ids`, the Qwen2-VL
+``get_rope_index`` convention), decode positions from ``rope_deltas`` (:func:`decode_position_ids`). HoPE's temporal
+scale ``gamma`` and V2PE's stride are drawn per sample while the model is in training mode and fixed in eval mode.
+
+Registered names ``pe_vlm_{tiny,small}_{scheme}`` for every scheme (:func:`list_video_llms`), built by
+:func:`create_video_llm`. Papers: Qwen2-VL (Wang et al., arXiv:2409.12191), and the scheme papers listed in
+:mod:`zoo.encodings.multimodal.schemes`.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import random
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.encodings.multimodal_rope import get_position_ids, get_scheme, list_schemes
+from .decoder import Decoder
+from .projector import PatchMerger
+from .tokenizer import IGNORE_INDEX, PromptInputs, VLMTokenizer, build_prompt, collate_prompts
+from .tower import VisionTower
+
+__all__ = ['VideoLLM', 'VLMOutput', 'create_video_llm', 'list_video_llms', 'VLM_SIZES', 'vlm_schemes']
+
+
+@dataclass
+class VLMOutput:
+    """What :meth:`VideoLLM.forward` returns.
+
+    Attributes:
+        logits: ``(B, L, vocab_size)``.
+        loss: mean cross-entropy (nats) over the labelled tokens, or ``None`` without labels.
+        position_ids: ``(A, B, L)`` ids used (long, or float32 for V2PE / VideoRoPE / HoPE).
+        rope_deltas: ``(B, 1)``: the token at padded index ``k >= L`` decodes at ``k + rope_deltas`` on every axis.
+    """
+    logits: torch.Tensor
+    loss: Optional[torch.Tensor]
+    position_ids: torch.Tensor
+    rope_deltas: Optional[torch.Tensor]
+
+
+def _count(x: torch.Tensor) -> int:
+    return int(x.sum())
+
+
+def _split_rows(input_ids: torch.Tensor, token_id: int, grids: Optional[torch.Tensor], merge: int,
+                name: str) -> List[Optional[torch.Tensor]]:
+    """The grid rows of each batch row (grids are in batch order; each row claims its tokens' worth)."""
+    counts = (input_ids == token_id).sum(dim=1).tolist()
+    out: List[Optional[torch.Tensor]] = []
+    k = 0
+    rows = [] if grids is None else grids.tolist()
+    for r, n in enumerate(counts):
+        start = k
+        while n > 0 and k < len(rows):
+            n -= rows[k][0] * rows[k][1] * rows[k][2] // (merge * merge)
+            k += 1
+        if n != 0:
+            raise ValueError(f'row {r}: its {name} tokens do not match whole {name}_grid_thw rows (grids are consumed '
+                             f'in batch order); fix: pass the grids build_prompt returned, in batch order')
+        out.append(None if k == start else grids[start:k])
+    return out
+
+
+class VideoLLM(nn.Module):
+    """A small video-LLM in which the multimodal RoPE scheme is a name.
+
+    Args:
+        scheme: a scheme of :func:`zoo.encodings.multimodal_rope.list_schemes` (``rope1d``, ``mrope``,
+            ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``).
+        vision_tower: a timm model name (any zoo ``pe_vit_*`` / ``pe_video_vit_*``, timm ViT or CNN) or a module.
+        tower_kwargs: constructor options of the tower (``img_size``, ``patch_size``, ``embed_dim`` ...).
+        temporal_patch_size: frames per temporal patch of an image tower (default 2); a video tower uses its tubelet.
+        spatial_merge_size: the projector's merge (2).
+        dim, depth, num_heads, num_kv_heads, head_dim, mlp_hidden: decoder geometry.
+        theta: RoPE base.
+        mrope_section: the scheme's ``[t, h, w]`` split (pairs; key heads for ``mhrope``); published split scaled
+            when ``None``.
+        scheme_options: the scheme's options at evaluation (e.g. ``{'gamma': 1.0}`` for HoPE, ``{'delta': 2.0}`` for
+            VideoRoPE, ``{'stride': 64}`` for V2PE); training draws HoPE's gamma and V2PE's stride per sample.
+        max_seq_len: the longest sequence :meth:`generate` may produce (prompt + new tokens).
+        pretrained_tower: load timm's weights for the tower name (from the local cache).
+
+    Attributes:
+        tokenizer: :class:`VLMTokenizer` (its ``vocab_size`` is the embedding size).
+        tower, projector, decoder: the three parts.
+        pe_name: ``'multimodal_rope/<scheme>'`` (recorded in checkpoints).
+        data_config: ``mean``, ``std`` (frame normalisation of the tower) and ``img_size`` (its default frame size,
+            ``(H, W)`` px).
+
+    Raises:
+        ValueError: unknown scheme or option, a tower that cannot be merged 2x2, a decoder geometry the scheme cannot
+            split (the message names the fix).
+    """
+
+    def __init__(self, scheme: str = 'mrope',
+                 vision_tower: Union[str, nn.Module] = 'pe_vit_tiny_patch16_rope_mixed_224',
+                 tower_kwargs: Optional[Dict[str, Any]] = None, temporal_patch_size: Optional[int] = None,
+                 spatial_merge_size: int = 2, dim: int = 256, depth: int = 4, num_heads: int = 8,
+                 num_kv_heads: int = 2, head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None,
+                 theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
+                 scheme_options: Optional[Mapping[str, Any]] = None, max_seq_len: int = 32768,
+                 pretrained_tower: bool = False):
+        super().__init__()
+        self.spec = get_scheme(scheme)
+        self.scheme = scheme
+        self.scheme_options: Dict[str, Any] = dict(scheme_options or {})
+        self.spec.options(dict(self.scheme_options))  # validate now, not at the first forward
+        if int(max_seq_len) < 2:
+            raise ValueError(f'max_seq_len must be >= 2 tokens, got {max_seq_len}')
+        self.max_seq_len = int(max_seq_len)
+        self.merge = int(spatial_merge_size)
+        self.tokenizer = VLMTokenizer()
+        self.tower = VisionTower(vision_tower, tower_kwargs, temporal_patch_size, self.merge, pretrained_tower)
+        self.projector = PatchMerger(self.tower.out_features, dim, self.merge)
+        self.decoder = Decoder(self.tokenizer.vocab_size, dim, depth, num_heads, num_kv_heads, head_dim, mlp_hidden,
+                               scheme, theta, mrope_section)
+        self.pe_name = f'multimodal_rope/{self.spec.name}'
+        self.data_config = self._data_config()
+
+    # ------------------------------------------------------------------------------------------------ data helpers
+    def _data_config(self) -> Dict[str, Any]:
+        from timm.data import resolve_data_config
+        cfg = resolve_data_config({}, model=self.tower.model)
+        size = self.tower.img_size or tuple(cfg['input_size'][-2:])
+        return dict(mean=tuple(cfg['mean']), std=tuple(cfg['std']), img_size=tuple(int(s) for s in size))
+
+    @property
+    def prompt_style(self) -> str:
+        """``'qwen3'`` (per-frame blocks with timestamps) for MRoPE-Interleave / MHRoPE, else ``'qwen2'``."""
+        return self.spec.style
+
+    def visual_grid(self, num_frames: int, height: int, width: int) -> Tuple[int, int, int]:
+        """Pre-merge grid ``(t, h, w)`` in tower patches of ``num_frames`` frames of ``height x width`` px.
+
+        Raises:
+            ValueError: a frame size the tower cannot take or whose grid does not allow the 2x2 merge.
+        """
+        return self.tower.grid(num_frames, height, width)
+
+    def prepare_video(self, frames: torch.Tensor, timestamps: Optional[Sequence[float]] = None
+                      ) -> Tuple[torch.Tensor, Dict[str, Any]]:
+        """Normalise frames for the tower and describe the video for :meth:`prompt`.
+
+        Args:
+            frames: uint8 ``(T, H, W, 3)`` RGB (the video reader's output) or float ``(T, C, H, W)`` already
+                normalised.
+            timestamps: ``(T,)`` seconds of the frames (the reader's ``timestamps``); ``None``: 1 frame per second.
+
+        Returns:
+            ``(clip, segment)``: the float clip ``(T, C, H, W)`` and ``{'type': 'video', 'grid': (t, h, w),
+            'timestamps': [seconds per temporal patch], 'second_per_grid_t': seconds}``.
+        """
+        if frames.dtype == torch.uint8:
+            if frames.dim() != 4 or frames.shape[-1] != 3:
+                raise ValueError(f'uint8 frames must be (T, H, W, 3), got {tuple(frames.shape)}')
+            mean = torch.tensor(self.data_config['mean']).view(1, 3, 1, 1)
+            std = torch.tensor(self.data_config['std']).view(1, 3, 1, 1)
+            clip = (frames.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+        elif frames.is_floating_point() and frames.dim() == 4:
+            clip = frames
+        else:
+            raise ValueError(f'frames must be uint8 (T, H, W, 3) or float (T, C, H, W), got {tuple(frames.shape)} '
+                             f'{frames.dtype}')
+        n = clip.shape[0]
+        t, h, w = self.visual_grid(n, clip.shape[-2], clip.shape[-1])
+        tp = self.tower.temporal_patch_size
+        ts = torch.arange(n, dtype=torch.float64) if timestamps is None else \
+            torch.as_tensor(timestamps, dtype=torch.float64).flatten()
+        if ts.numel() != n:
+            raise ValueError(f'{ts.numel()} timestamps for {n} frames; fix: pass one time in seconds per frame')
+        ts = torch.cat([ts, ts[-1:].expand((-n) % tp)])
+        per_patch = ts.view(t, tp).mean(dim=1).tolist()
+        step = float(ts[n - 1] - ts[0]) / (n - 1) if n > 1 else 1.0
+        step = step if step > 0 else 1.0
+        return clip, dict(type='video', grid=(t, h, w), timestamps=per_patch, second_per_grid_t=tp * step)
+
+    def prompt(self, content: Sequence[Union[str, Mapping[str, Any]]], answer: Optional[str] = None,
+               system: Optional[str] = None) -> PromptInputs:
+        """:func:`build_prompt` with this model's tokenizer, prompt style and merge."""
+        return build_prompt(self.tokenizer, content, answer, style=self.prompt_style,
+                            spatial_merge_size=self.merge, system=system)
+
+    def collate(self, prompts: Sequence[PromptInputs], padding_side: str = 'right') -> Dict[str, Any]:
+        """:func:`collate_prompts` with this tokenizer's pad id."""
+        return collate_prompts(prompts, self.tokenizer.pad_id, padding_side)
+
+    # ------------------------------------------------------------------------------------------------- positions
+    def _uses_seconds(self, opts: Mapping[str, Any]) -> bool:
+        if 'tokens_per_second' not in self.spec.defaults:
+            return False
+        return opts.get('tokens_per_second', self.spec.defaults['tokens_per_second']) is not None
+
+    def position_ids(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                     image_grid_thw: Optional[torch.Tensor] = None, video_grid_thw: Optional[torch.Tensor] = None,
+                     second_per_grid_ts: Optional[Sequence[float]] = None,
+                     scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Position ids ``(A, B, L)`` and ``rope_deltas`` ``(B, 1)`` of a batch under this model's scheme.
+
+        Options: ``scheme_options`` (one dict, or one per row); when ``None``, the model's evaluation options, or in
+        training mode per-row draws of :func:`zoo.encodings.multimodal_rope.training_options` (HoPE gamma, V2PE
+        stride) from Python's ``random`` seeded by torch's RNG (so ``torch.manual_seed`` makes them reproducible).
+
+        Raises:
+            ValueError: see :func:`get_position_ids` (grids that do not match the visual tokens, unknown options).
+        """
+        b = input_ids.shape[0]
+        if scheme_options is None and self.training:
+            rng = random.Random(int(torch.randint(0, 2 ** 62, (), device='cpu')))
+            drawn = [self.spec.training_options(rng) for _ in range(b)]
+            scheme_options = [dict(self.scheme_options, **d) for d in drawn] if any(drawn) else None
+        if scheme_options is None or isinstance(scheme_options, Mapping):
+            opts = dict(self.scheme_options if scheme_options is None else scheme_options)
+            return self._ids(input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts)
+        if len(scheme_options) != b:
+            raise ValueError(f'scheme_options has {len(scheme_options)} dicts for a batch of {b}; pass one per row')
+        tok = self.tokenizer
+        imgs = _split_rows(input_ids, tok.image_id, image_grid_thw, self.merge, 'image')
+        vids = _split_rows(input_ids, tok.video_id, video_grid_thw, self.merge, 'video')
+        secs = list(second_per_grid_ts) if second_per_grid_ts is not None else None
+        ids, deltas, k = [], [], 0
+        for r in range(b):
+            nv = 0 if vids[r] is None else vids[r].shape[0]
+            row_secs = None if secs is None or not nv else secs[k:k + nv]
+            k += nv
+            mask = None if attention_mask is None else attention_mask[r:r + 1]
+            i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, dict(scheme_options[r]))
+            ids.append(i)
+            deltas.append(d)
+        dtype = torch.promote_types(*(x.dtype for x in ids)) if len(ids) > 1 else ids[0].dtype
+        return torch.cat([x.to(dtype) for x in ids], dim=1), torch.cat([x.to(deltas[0].dtype) for x in deltas])
+
+    def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts):
+        secs = second_per_grid_ts if self._uses_seconds(opts) else None
+        tok = self.tokenizer
+        return get_position_ids(self.scheme, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs,
+                                spatial_merge_size=self.merge, image_token_id=tok.image_id,
+                                video_token_id=tok.video_id, vision_start_token_id=tok.vision_start_id, **opts)
+
+    # -------------------------------------------------------------------------------------------------- forward
+    def _visual_features(self, kind: str, visuals: Optional[Sequence[torch.Tensor]], grids: Optional[torch.Tensor],
+                         n_tokens: int) -> Optional[torch.Tensor]:
+        token = 'video' if kind == 'video' else 'image'
+        if visuals is None or len(visuals) == 0:
+            if n_tokens:
+                raise ValueError(f'input_ids hold {n_tokens} {token} tokens but no {kind}s were given; fix: pass '
+                                 f'{kind}s=[...] and {token}_grid_thw (from prompt() / collate())')
+            if grids is not None and len(grids):
+                raise ValueError(f'{token}_grid_thw has {len(grids)} rows but no {kind}s were given')
+            return None
+        if isinstance(visuals, torch.Tensor):
+            visuals = list(visuals)
+        if grids is None:
+            raise ValueError(f'{len(visuals)} {kind}(s) were given without {token}_grid_thw (videos without grids); '
+                             f'fix: pass the {token}_grid_thw that prompt() / collate() return')
+        grids = torch.as_tensor(grids)
+        if grids.dim() != 2 or grids.shape[1] != 3 or grids.shape[0] != len(visuals):
+            raise ValueError(f'{token}_grid_thw must be ({len(visuals)}, 3), one pre-merge [t, h, w] per {kind}, got '
+                             f'shape {tuple(grids.shape)}')
+        m = self.merge
+        described = int((grids[:, 0] * grids[:, 1] * grids[:, 2]).sum()) // (m * m)
+        if described != n_tokens:
+            raise ValueError(f'{token}_grid_thw describes {described} merged {token} tokens (sum of t*h*w/{m * m}) but '
+                             f'input_ids hold {n_tokens} {token} tokens; fix: build the prompt with the same grids '
+                             '(prompt() / collate())')
+        feats = self.tower(visuals)
+        out = []
+        for i, (f, g) in enumerate(zip(feats, grids.tolist())):
+            if list(f.shape[:3]) != g:
+                raise ValueError(f'{kind} #{i}: its frames give a {f.shape[0]}x{f.shape[1]}x{f.shape[2]} grid (t, h, w '
+                                 f'patches) but {token}_grid_thw[{i}] = {g}; fix: build the prompt from the same '
+                                 'frames (visual_grid / prepare_video)')
+            out.append(self.projector(f))
+        return torch.cat(out)
+
+    def embed(self, input_ids: torch.Tensor, videos=None, video_grid_thw=None, images=None,
+              image_grid_thw=None) -> torch.Tensor:
+        """Token embeddings ``(B, L, dim)`` with the projected visual features in the image / video token slots."""
+        x = self.decoder.embed(input_ids)
+        tok = self.tokenizer
+        for kind, token_id, visuals, grids in (('video', tok.video_id, videos, video_grid_thw),
+                                               ('image', tok.image_id, images, image_grid_thw)):
+            slots = input_ids == token_id
+            feats = self._visual_features(kind, visuals, grids, _count(slots))
+            if feats is not None:
+                x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
+        return x
+
+    @staticmethod
+    def _check_ids(input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> None:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point():
+            raise ValueError(f'input_ids must be a (B, L) integer tensor, got {getattr(input_ids, "shape", input_ids)}')
+        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+            raise ValueError(f'attention_mask shape {tuple(attention_mask.shape)} != input_ids shape '
+                             f'{tuple(input_ids.shape)}')
+
+    @staticmethod
+    def key_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        """``(B, L)`` bool key padding mask, or ``None`` when every token is real (SDPA's causal fast path)."""
+        if attention_mask is None:
+            return None
+        mask = attention_mask != 0
+        return None if bool(mask.all()) else mask
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                videos: Optional[Sequence[torch.Tensor]] = None, video_grid_thw: Optional[torch.Tensor] = None,
+                images: Optional[Sequence[torch.Tensor]] = None, image_grid_thw: Optional[torch.Tensor] = None,
+                second_per_grid_ts: Optional[Sequence[float]] = None, position_ids: Optional[torch.Tensor] = None,
+                labels: Optional[torch.Tensor] = None,
+                scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None) -> VLMOutput:
+        """Logits of a batch (teacher forcing), and the loss on labelled tokens.
+
+        Args:
+            input_ids: ``(B, L)`` int64 (from :meth:`prompt` / :meth:`collate`).
+            attention_mask: ``(B, L)``, 0 for padding (either side).
+            videos: float clips ``(T, C, H, W)`` (from :meth:`prepare_video`), in batch order.
+            video_grid_thw: ``(num_videos, 3)`` pre-merge grids (must match the clips and the video tokens).
+            images: float images ``(C, H, W)``; ``image_grid_thw`` ``(num_images, 3)`` their grids.
+            second_per_grid_ts: seconds per temporal patch per video (used by ``qwen2_5_vl``).
+            position_ids: ``(A, B, L)`` to use instead of computing them.
+            labels: ``(B, L)`` int64 targets, :data:`IGNORE_INDEX` where no loss; the loss of token ``k`` is on the
+                logits at ``k - 1``.
+            scheme_options: see :meth:`position_ids`.
+
+        Raises:
+            ValueError: bad shapes; visual tokens without visuals or grids ("videos without grids"); grids whose token
+                count does not match the visual tokens or the frames; errors of :func:`get_position_ids`.
+        """
+        self._check_ids(input_ids, attention_mask)
+        x = self.embed(input_ids, videos, video_grid_thw, images, image_grid_thw)
+        deltas = None
+        if position_ids is None:
+            position_ids, deltas = self.position_ids(input_ids, attention_mask, image_grid_thw, video_grid_thw,
+                                                     second_per_grid_ts, scheme_options)
+        hidden = self.decoder(x, position_ids, self.key_mask(attention_mask))
+        logits = self.decoder.logits(hidden)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(),
+                                   ignore_index=IGNORE_INDEX)
+        return VLMOutput(logits, loss, position_ids, deltas)
+
+    def generate(self, input_ids: torch.Tensor, **kwargs: Any):
+        """Greedy or sampled generation with a KV cache; see :func:`zoo.models.vlm.generation.generate`."""
+        from .generation import generate
+        return generate(self, input_ids, **kwargs)
+
+    # --------------------------------------------------------------------------------------------- timm-like api
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set:
+        """Embedding, norms and biases get no weight decay (timm's optimizer factory skips 1-D params itself)."""
+        return {'decoder.embed.weight'}
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.decoder.grad_checkpointing = enable
+        if hasattr(self.tower.model, 'set_grad_checkpointing'):
+            self.tower.model.set_grad_checkpointing(enable)
+
+
+# ---------------------------------------------------------------------------------------------------- registry
+#: Decoder and tower per size. Every scheme keeps its published frequency split at head_dim 32; MHRoPE's [2, 3, 3]
+#: of 8 key heads needs 8 KV heads, so the tiny MHRoPE model has 8 (MHA) instead of 2.
+VLM_SIZES: Dict[str, Dict[str, Any]] = {
+    'tiny': dict(vision_tower='pe_vit_tiny_patch16_rope_mixed_224', dim=256, depth=4, num_heads=8, num_kv_heads=2,
+                 mlp_hidden=704),
+    'small': dict(vision_tower='pe_vit_small_patch16_rope_mixed_224', dim=512, depth=8, num_heads=16,
+                  num_kv_heads=8, mlp_hidden=1408),
+}
+_SCHEME_OVERRIDES = {('tiny', 'mhrope'): dict(num_kv_heads=8)}
+_KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge_size', 'dim', 'depth', 'num_heads',
+           'num_kv_heads', 'head_dim', 'mlp_hidden', 'theta', 'mrope_section', 'scheme_options', 'max_seq_len',
+           'pretrained_tower')
+
+
+def vlm_schemes() -> List[str]:
+    """Canonical scheme names (aliases such as ``qwen3_vl`` left out)."""
+    return [n for n in list_schemes() if get_scheme(n).name == n]
+
+
+def list_video_llms(pattern: str = '*') -> List[str]:
+    """Registered video-LLM names ``pe_vlm_{tiny,small}_{scheme}`` matching a wildcard, sorted."""
+    names = [f'pe_vlm_{size}_{s}' for size in VLM_SIZES for s in vlm_schemes()]
+    return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
+
+
+def create_video_llm(name: str, **kwargs: Any) -> VideoLLM:
+    """Build a registered video-LLM.
+
+    Args:
+        name: ``pe_vlm_{tiny,small}_{scheme}`` (see :func:`list_video_llms`).
+        **kwargs: overrides of the size's defaults: ``vision_tower`` (a timm model name), ``tower_kwargs``,
+            ``temporal_patch_size``, ``dim``, ``depth``, ``num_heads``, ``num_kv_heads``, ``head_dim``,
+            ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``,
+            ``pretrained_tower``, ``spatial_merge_size``.
+
+    Raises:
+        ValueError: an unknown name (unknown size or scheme, with the accepted ones) or keyword.
+    """
+    if not isinstance(name, str) or not name.startswith('pe_vlm_'):
+        raise ValueError(f'{name!r} is not a video-LLM name; fix: use pe_vlm_{{tiny,small}}_{{scheme}}, one of '
+                         f'{list_video_llms()[:4]} ... (zoo.list_video_llms())')
+    size, _, scheme = name[len('pe_vlm_'):].partition('_')
+    if size not in VLM_SIZES:
+        raise ValueError(f'{name!r}: unknown size {size!r}; fix: use one of {sorted(VLM_SIZES)}')
+    if scheme not in vlm_schemes():
+        close = difflib.get_close_matches(scheme, vlm_schemes(), n=2)
+        hint = f' (did you mean {", ".join(close)}?)' if close else ''
+        raise ValueError(f'{name!r}: unknown scheme {scheme!r}{hint}; fix: use one of {vlm_schemes()}')
+    unknown = sorted(set(kwargs) - set(_KWARGS))
+    if unknown:
+        raise ValueError(f'create_video_llm({name!r}) got unknown option(s) {unknown}; its options are {list(_KWARGS)}')
+    args = dict(VLM_SIZES[size], **_SCHEME_OVERRIDES.get((size, scheme), {}))
+    args.update(kwargs)
+    model = VideoLLM(scheme=scheme, **args)
+    model.model_name = name
+    return model
