@@ -1,4 +1,4 @@
-"""The ``zoo`` command line: ``zoo list | demo | train | eval-resolution``.
+"""The ``zoo`` command line: ``zoo list | demo | train | eval-resolution | eval-frames``.
 
 User errors (missing data, unknown model, incompatible checkpoint, bad sizes, an output dir in use or holding another
 run, a full or read-only disk) print one message and exit with status 2, without a traceback; set ``ZOO_DEBUG=1`` to
@@ -58,6 +58,17 @@ def _cmd_eval_resolution(argv: List[str]) -> int:
     return 0
 
 
+def _cmd_eval_frames(argv: List[str]) -> int:
+    from zoo.eval.frames import eval_frames
+    result = eval_frames(argv)
+    print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"]["png"]}')
+    if result['failed']:
+        print(f'zoo eval-frames: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
+              f'{result["paths"]["md"]}', file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_demo(argv: List[str]) -> int:
     from zoo.demo import demo
     demo(argv)
@@ -79,6 +90,7 @@ SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
     'list': (_cmd_list, 'zoo models by timm-style wildcard over model and PE names (zoo list rope_mixed)'),
     'train': (_cmd_train, 'train or fine-tune a model on an image folder (zoo train --help)'),
     'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
+    'eval-frames': (_cmd_eval_frames, 'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
     'make-videos': (_cmd_make_videos, 'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
     'make-videoqa': (_cmd_make_videoqa, 'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
     'demo': (_cmd_demo, 'train 3 tiny PE models on bundled CIFAR-10 images and print a resolution report (~2 min)'),

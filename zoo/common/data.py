@@ -83,9 +83,10 @@ def open_folder(root: str, data_root: str, max_per_class: Optional[int] = None,
 
 
 def make_loader(ds, batch_size: int, workers: int, pin_memory: bool, sampler=None, shuffle: bool = False,
-                generator=None, drop_last: bool = False) -> DataLoader:
-    """A ``DataLoader`` with ``collate_skip_bad`` (unreadable images set aside and counted, never fatal)."""
+                generator=None, drop_last: bool = False, collate_fn=None) -> DataLoader:
+    """A ``DataLoader`` with ``collate_skip_bad`` (unreadable images set aside and counted, never fatal), or
+    ``collate_fn`` (video folders: ``collate_video_skip_bad``)."""
     return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle, num_workers=workers,
-                      collate_fn=collate_skip_bad, pin_memory=pin_memory, generator=generator, drop_last=drop_last,
+                      collate_fn=collate_fn or collate_skip_bad, pin_memory=pin_memory, generator=generator, drop_last=drop_last,
                       persistent_workers=False)
 

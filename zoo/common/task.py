@@ -16,7 +16,7 @@ from torch import nn
 
 from .metrics import EvalCounts
 
-__all__ = ['Batch', 'Task', 'ImageClassificationTask']
+__all__ = ['Batch', 'Task', 'ImageClassificationTask', 'VideoClassificationTask']
 
 
 @dataclass
@@ -111,3 +111,25 @@ class ImageClassificationTask(Task):
         counts.correct1 += int(hits[:, 0].sum())
         counts.correct5 += int(hits.any(dim=-1).sum())
         counts.loss_sum += float(F.cross_entropy(logits, targets, reduction='sum'))
+
+
+class VideoClassificationTask(ImageClassificationTask):
+    """Clips ``(B, C, T, H, W)`` and class ids: cross-entropy with label smoothing, top-1 / top-5.
+
+    Differs from :class:`ImageClassificationTask` only in the batch (``collate_video_skip_bad``'s
+    ``(clips, targets, bad, info)``) and the loss (no Mixup / CutMix: mixing clips of motion classes would blend two
+    directions into an undefined label).
+
+    Args:
+        num_classes: classifier size.
+        smoothing: label smoothing of the training loss.
+    """
+
+    def __init__(self, num_classes: int, smoothing: float = 0.):
+        super().__init__(num_classes, smoothing=smoothing)
+
+    def to_batch(self, raw: Any, device: torch.device, train: bool) -> Batch:
+        clips, targets, bad = raw[0], raw[1], raw[2]
+        if targets.numel() == 0:
+            return Batch(clips, targets, bad)
+        return Batch(clips.to(device, non_blocking=True), targets.to(device, non_blocking=True), bad)

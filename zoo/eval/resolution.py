@@ -169,7 +169,8 @@ def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any], use_ema: bool
     if use_ema and not isinstance(ckpt.get('model_ema'), dict):
         raise ValueError(f'--use-ema: {path!r} holds no EMA weights (the run was trained without --model-ema); drop '
                          '--use-ema to evaluate its raw weights')
-    model = create_zoo_model(name, kwargs, img_size=meta.get('img_size'), num_classes=num_classes)
+    frames = {'num_frames': meta['num_frames']} if meta.get('num_frames') else {}  # video models' training clip
+    model = create_zoo_model(name, kwargs, img_size=meta.get('img_size'), num_classes=num_classes, **frames)
     del ckpt
     load_weights(model, path, allow_new_classifier=False, use_ema=use_ema)
     meta = dict(meta, model_name=name, model_kwargs=kwargs)
@@ -254,6 +255,8 @@ def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> Lis
     for i, entry in enumerate(_entries(args)):
         model, meta = _load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
         name = meta.get('model_name', entry['model'])
+        if isinstance(getattr(getattr(model, 'patch_embed', None), 'proj', None), torch.nn.Conv3d):
+            raise ValueError(f'{name} is a video model (clips, not images); evaluate it with zoo eval-frames')
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
                              f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)}); '

@@ -78,6 +78,10 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                    help='validate on only the first N images per class (faster epochs on a large validation split)')
     g.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line (line i = '
                                                       'class i); folders not listed are left out')
+    g.add_argument('--num-frames', type=int, default=None,
+                   help='video models (pe_video_vit_*): frames per clip (default: the model\'s); their --data-dir is '
+                        'a video folder (DATA/train/<class>/*.mp4); clips take random-offset uniform frames in '
+                        'training, segment midpoints in validation; no spatial augmentation')
 
     g = p.add_argument_group('model')
     g.add_argument('--model', help='registered model name (see `zoo list`)')
@@ -198,7 +202,8 @@ def _validate(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             bad(flag, getattr(args, name), 'at least 1')
     for flag, name in (('--max-train-per-class', 'max_train_per_class'), ('--img-size', 'img_size'),
-                       ('--threads', 'threads'), ('--max-val-per-class', 'max_val_per_class')):
+                       ('--threads', 'threads'), ('--max-val-per-class', 'max_val_per_class'),
+                       ('--num-frames', 'num_frames')):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             bad(flag, getattr(args, name), 'at least 1')
     if args.workers < 0:

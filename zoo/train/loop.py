@@ -51,7 +51,9 @@ from zoo.common.io import (TMP_PREFIX, checkpoint_meta, clean_temp_files, load_c
                            save_safetensors, write_results_file, write_text_atomic)
 from zoo.common.options import amp_dtype, autocast, resolve_device
 from zoo.common.rundir import LOCK_NAME, RunDirLock
-from zoo.common.task import ImageClassificationTask, Task
+from zoo.common.task import ImageClassificationTask, Task, VideoClassificationTask
+from zoo.common.video_data import collate_video_skip_bad, configure_clips, is_video_model, open_video_split, \
+    video_num_frames
 from zoo.datasets import find_split
 from .args import parse_train_args
 
@@ -254,6 +256,15 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
 
 # ---- a run ----------------------------------------------------------------------------------------------------------
 
+def _check_video_options(args, video: bool) -> None:
+    """``ValueError`` for options that do not fit the model's input kind (frames for images, mixing for clips)."""
+    if not video and args.num_frames is not None:
+        raise ValueError(f'--num-frames {args.num_frames}: {args.model} takes images; use a video model '
+                         '(pe_video_vit_*, `zoo list pe_video_vit_*`) or drop --num-frames')
+    if video and (args.mixup or args.cutmix):
+        raise ValueError(f'--mixup / --cutmix apply to images; {args.model} takes clips, train it without them')
+
+
 @dataclass
 class _Data:
     train_loader: Any
@@ -274,11 +285,15 @@ class _Run:
         self.is_main = rank == 0
         self.progress = self.is_main and not args.no_progress
         seed_epoch(args.seed, -1, rank)  # model init
+        self.video = is_video_model(args.model)  # clips from a video folder (zoo.common.video_data)
+        _check_video_options(args, self.video)
         train_ds, val_ds = self._datasets()
+        frames = dict(num_frames=args.num_frames) if self.video and args.num_frames else {}
         self.model = create_zoo_model(args.model, args.model_kwargs, img_size=args.img_size,
                                       num_classes=len(train_ds.classes), pretrained=args.pretrained,
-                                      drop_path_rate=args.drop_path)
+                                      drop_path_rate=args.drop_path, **frames)
         self.img_size = int(self.model.patch_embed.img_size[0]) if args.img_size is None else args.img_size
+        self.num_frames = video_num_frames(self.model) if self.video else None
         self.data = self._loaders(train_ds, val_ds)
         if args.initial_checkpoint and ckpt is None:
             load_weights(self.model, args.initial_checkpoint)
@@ -286,9 +301,9 @@ class _Run:
         self.model.to(device)
         if args.channels_last:
             self.model.to(memory_format=torch.channels_last)
-        self.task = ImageClassificationTask(len(self.data.classes), smoothing=args.smoothing, mixup=args.mixup,
-                                            cutmix=args.cutmix, mixup_prob=args.mixup_prob,
-                                            channels_last=args.channels_last)
+        self.task = VideoClassificationTask(len(self.data.classes), smoothing=args.smoothing) if self.video else \
+            ImageClassificationTask(len(self.data.classes), smoothing=args.smoothing, mixup=args.mixup,
+                                    cutmix=args.cutmix, mixup_prob=args.mixup_prob, channels_last=args.channels_last)
         self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
         self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
         self.updates_per_epoch = math.ceil(len(self.data.train_loader) / args.grad_accum_steps)
@@ -303,7 +318,7 @@ class _Run:
         if ckpt is not None:
             self._restore(ckpt)
         self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
-                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size,
+                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size, num_frames=self.num_frames,
                          num_classes=len(self.data.classes), class_names=list(self.data.classes),
                          data_config=self.data.data_cfg, args=_plain(vars(args)), world_size=world)
 
@@ -313,8 +328,9 @@ class _Run:
             raise ValueError(f'--max-train-per-class {args.max_train_per_class}: must be at least 1')
         train_dir = find_split(args.data_dir, [args.train_split], 'training')
         val_dir = find_split(args.data_dir, [args.val_split] if args.val_split else ['val', 'test'], 'validation')
-        train_ds = open_folder(train_dir, args.data_dir, args.max_train_per_class, args.class_map)
-        val_ds = open_folder(val_dir, args.data_dir, args.max_val_per_class, args.class_map)
+        open_split = open_video_split if self.video else open_folder
+        train_ds = open_split(train_dir, args.data_dir, args.max_train_per_class, args.class_map)
+        val_ds = open_split(val_dir, args.data_dir, args.max_val_per_class, args.class_map)
         if train_ds.classes != val_ds.classes:
             raise ValueError(f'class folders differ between {train_dir!r} ({len(train_ds.classes)}) and {val_dir!r} '
                              f'({len(val_ds.classes)}): {sorted(set(train_ds.classes) ^ set(val_ds.classes))[:10]}; '
@@ -328,6 +344,11 @@ class _Run:
                                             interpolation=args.interpolation, mean=args.mean, std=args.std),
                                        model=self.model)
         data_cfg = _plain(data_cfg)
+        if self.video:  # clips are sampled, resized and normalised by the folder itself (no image transforms)
+            data_cfg['num_frames'] = self.num_frames
+            for ds, is_train in ((train_ds, True), (val_ds, False)):
+                configure_clips(ds, self.num_frames, self.img_size, data_cfg['mean'], data_cfg['std'], is_train,
+                                args.seed)
         train_ds.transform = create_transform(
             data_cfg['input_size'], is_training=True, scale=args.scale, ratio=args.ratio, hflip=args.hflip,
             color_jitter=args.color_jitter or None, auto_augment=args.aa, interpolation=data_cfg['interpolation'],
@@ -344,10 +365,11 @@ class _Run:
         else:
             generator = torch.Generator()
             sampler = RandomSampler(train_ds, generator=generator)
+        collate = collate_video_skip_bad if self.video else None
         train_loader = make_loader(train_ds, args.batch_size, args.workers, pin, sampler=sampler, generator=generator,
-                                   drop_last=drop_last)
+                                   drop_last=drop_last, collate_fn=collate)
         val_part = Subset(val_ds, range(rank, len(val_ds), world)) if world > 1 else val_ds
-        val_loader = make_loader(val_part, args.batch_size, args.workers, pin)
+        val_loader = make_loader(val_part, args.batch_size, args.workers, pin, collate_fn=collate)
         if len(train_loader) == 0:
             raise ValueError(f'{self.train_dir!r} has {len(train_ds)} images, fewer than one batch per process '
                              f'({args.batch_size} x {world}); lower --batch-size')
@@ -395,6 +417,8 @@ class _Run:
         for epoch in range(self.start_epoch, args.epochs):
             t0 = time.time()
             seed_epoch(args.seed, epoch, self.rank)
+            if self.video:
+                data.train_loader.dataset.set_epoch(epoch)  # new random frame offsets
             if distributed:
                 data.sampler.set_epoch(epoch)
             else:
