@@ -47,6 +47,12 @@ def _cmd_train(argv: List[str]) -> int:
     return 0
 
 
+def _cmd_train_vlm(argv: List[str]) -> int:
+    from zoo.train.vlm import train_vlm
+    train_vlm(argv)
+    return 0
+
+
 def _cmd_eval_resolution(argv: List[str]) -> int:
     from zoo.eval.resolution import eval_resolution
     result = eval_resolution(argv)
@@ -89,6 +95,7 @@ def _cmd_make_videoqa(argv: List[str]) -> int:
 SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
     'list': (_cmd_list, 'zoo models by timm-style wildcard over model and PE names (zoo list rope_mixed)'),
     'train': (_cmd_train, 'train or fine-tune a model on an image folder (zoo train --help)'),
+    'train-vlm': (_cmd_train_vlm, 'train a video-LLM pe_vlm_* on MVBench-style video QA (zoo train-vlm --help)'),
     'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
     'eval-frames': (_cmd_eval_frames, 'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
     'make-videos': (_cmd_make_videos, 'write a labelled synthetic video set (real MP4s; direction, order, speed)'),

@@ -290,7 +290,8 @@ def _flag(key: str) -> str:
 
 
 def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[str, Any]] = None,
-                     check_required: bool = True, default_output: Optional[str] = None) -> argparse.Namespace:
+                     check_required: bool = True, default_output: Optional[str] = None,
+                     parser: Optional[argparse.ArgumentParser] = None, validate=None) -> argparse.Namespace:
     """Parse ``zoo train`` options.
 
     Args:
@@ -300,13 +301,14 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
         check_required: raise when a required option is missing and validate values (off for the first pass that
             finds the run dir).
         default_output: ``--output`` when given nowhere (``--resume PATH``: the checkpoint's folder).
+        parser, validate: another subcommand's parser and value checks (``zoo train-vlm``); default ``zoo train``'s.
 
     Raises:
         ValueError / FileNotFoundError: bad config file, an option value out of range / of the wrong type, or a
             required option (``--model``, ``--data-dir``, ``--output``) given nowhere.
         ResumeMismatchError: with ``recorded``, a given option that contradicts the record (both values named).
     """
-    parser = build_train_parser()
+    parser = parser or build_train_parser()
     args = parser.parse_args(argv)
     given = _explicit(parser, argv)
     config = load_yaml_config(args.config, parser) if args.config else {}
@@ -341,10 +343,10 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
             raise ValueError(f'--{name.replace("_", "-")} is required (on the command line or in --config)')
     args.model_kwargs = parse_model_kwargs(args.model_kwargs)
     for name in ('scale', 'ratio', 'mean', 'std'):
-        if getattr(args, name) is not None:
+        if getattr(args, name, None) is not None:
             setattr(args, name, tuple(getattr(args, name)))
     if check_required:
-        _validate(args)
+        (validate or _validate)(args)
     return args
 
 

@@ -98,13 +98,13 @@ def _check_output(args, resuming: bool) -> None:
                              'replace its files, or choose another --output')
 
 
-def _parse(argv: Optional[List[str]]):
+def _parse(argv: Optional[List[str]], parse=parse_train_args):
     """Options, plus the checkpoint to resume from (or ``None``)."""
-    first = parse_train_args(argv, check_required=False)
+    first = parse(argv, check_required=False)
     if first.output and os.path.exists(first.output) and not os.path.isdir(first.output):
         raise OutputDirError(f'--output {first.output!r} is a file, not a directory; choose another --output')
     if not first.resume:
-        return parse_train_args(argv), None
+        return parse(argv), None
     if first.resume == 'auto':
         if not first.output:
             raise ValueError('--resume without a path needs --output (the run dir holding checkpoint-last.pth)')
@@ -112,7 +112,7 @@ def _parse(argv: Optional[List[str]]):
         if not os.path.isfile(path):
             if os.path.isdir(first.output) and not _has_checkpoint(first.output):
                 # a run that stopped before its first checkpoint: start it from scratch
-                args = parse_train_args(argv)
+                args = parse(argv)
                 _logger.info('%s holds no checkpoint yet: starting the run from scratch', first.output)
                 return args, None
             raise FileNotFoundError(f'nothing to resume: {path!r} does not exist')
@@ -123,7 +123,7 @@ def _parse(argv: Optional[List[str]]):
     if not isinstance(recorded, dict) or not recorded or 'optimizer' not in ckpt:
         raise ValueError(f'{path!r} is not a zoo training checkpoint (no recorded options or optimizer state); use '
                          '--initial-checkpoint to start a new run from its weights')
-    args = parse_train_args(argv, recorded=recorded, default_output=os.path.dirname(os.path.abspath(path)))
+    args = parse(argv, recorded=recorded, default_output=os.path.dirname(os.path.abspath(path)))
     _check_not_older(args, ckpt, path)
     return args, ckpt
 
@@ -158,8 +158,12 @@ def _plain(value: Any) -> Any:
 
 # ---- entry point ----------------------------------------------------------------------------------------------------
 
-def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
+def train(argv: Optional[List[str]] = None, parse=parse_train_args, run_cls=None,
+          prog: str = 'zoo train') -> Dict[str, Any]:
     """Run ``zoo train`` with command-line style arguments.
+
+    ``parse`` / ``run_cls`` / ``prog`` let another subcommand reuse the loop, locks, resume and DDP set-up with its
+    own options and run (``zoo train-vlm``: :mod:`zoo.train.vlm`).
 
     Returns:
         ``output`` (dir), ``epochs`` (completed), ``best_top1``, ``best_epoch`` and ``history`` (per-epoch metrics).
@@ -169,12 +173,12 @@ def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             model, output dir in use or holding another run, incompatible checkpoint, a ``--resume`` flag that
             contradicts the record); the CLI prints them as one line.
     """
-    args, ckpt = _parse(argv)
+    args, ckpt = _parse(argv, parse)
     if args.threads:
         torch.set_num_threads(args.threads)
     dist_info = init_distributed_device_so(device=resolve_device(args.device, int(os.environ.get('LOCAL_RANK', 0))))
     device, world, rank = torch.device(dist_info['device']), dist_info['world_size'], dist_info['global_rank']
-    lock = RunDirLock(args.output, 'zoo train')
+    lock = RunDirLock(args.output, prog)
     try:
         error = None
         if rank == 0:
@@ -191,7 +195,7 @@ def train(argv: Optional[List[str]] = None) -> Dict[str, Any]:
                 raise OutputDirError(f'rank 0 could not take the output dir: {message[0]}')
         if error is not None:
             raise error
-        return _Run(args, ckpt, device, world, rank).fit()
+        return (run_cls or _Run)(args, ckpt, device, world, rank).fit()
     finally:
         lock.release()
         if world > 1 and dist.is_initialized():

@@ -34,7 +34,8 @@ class VLMOutput:
     """What :meth:`VideoLLM.forward` returns.
 
     Attributes:
-        logits: ``(B, L, vocab_size)``.
+        logits: ``(B, L, vocab_size)``; with a ``logits_mask``, ``(N, vocab_size)`` for its ``N`` True positions
+            (row-major order).
         loss: mean cross-entropy (nats) over the labelled tokens, or ``None`` without labels.
         position_ids: ``(A, B, L)`` ids used (long, or float32 for V2PE / VideoRoPE / HoPE).
         rope_deltas: ``(B, 1)``: the token at padded index ``k >= L`` decodes at ``k + rope_deltas`` on every axis.
@@ -313,7 +314,7 @@ class VideoLLM(nn.Module):
                 videos: Optional[Sequence[torch.Tensor]] = None, video_grid_thw: Optional[torch.Tensor] = None,
                 images: Optional[Sequence[torch.Tensor]] = None, image_grid_thw: Optional[torch.Tensor] = None,
                 second_per_grid_ts: Optional[Sequence[float]] = None, position_ids: Optional[torch.Tensor] = None,
-                labels: Optional[torch.Tensor] = None,
+                labels: Optional[torch.Tensor] = None, logits_mask: Optional[torch.Tensor] = None,
                 scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None) -> VLMOutput:
         """Logits of a batch (teacher forcing), and the loss on labelled tokens.
 
@@ -326,7 +327,9 @@ class VideoLLM(nn.Module):
             second_per_grid_ts: seconds per temporal patch per video (used by ``qwen2_5_vl``).
             position_ids: ``(A, B, L)`` to use instead of computing them.
             labels: ``(B, L)`` int64 targets, :data:`IGNORE_INDEX` where no loss; the loss of token ``k`` is on the
-                logits at ``k - 1``.
+                logits at ``k - 1`` (computed at those positions only).
+            logits_mask: ``(B, L)`` bool: compute logits only there (the vocabulary projection dominates a small
+                model's cost; training needs the answer positions only).
             scheme_options: see :meth:`position_ids`.
 
         Raises:
@@ -340,11 +343,11 @@ class VideoLLM(nn.Module):
             position_ids, deltas = self.position_ids(input_ids, attention_mask, image_grid_thw, video_grid_thw,
                                                      second_per_grid_ts, scheme_options)
         hidden = self.decoder(x, position_ids, self.key_mask(attention_mask))
-        logits = self.decoder.logits(hidden)
+        logits = self.decoder.logits(hidden if logits_mask is None else hidden[logits_mask.bool()])
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(),
-                                   ignore_index=IGNORE_INDEX)
+            sel = labels[:, 1:] != IGNORE_INDEX
+            loss = F.cross_entropy(self.decoder.logits(hidden[:, :-1][sel]).float(), labels[:, 1:][sel])
         return VLMOutput(logits, loss, position_ids, deltas)
 
     def generate(self, input_ids: torch.Tensor, **kwargs: Any):
