@@ -235,8 +235,7 @@ class VideoLLM(nn.Module):
             i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, dict(scheme_options[r]))
             ids.append(i)
             deltas.append(d)
-        dtype = torch.promote_types(*(x.dtype for x in ids)) if len(ids) > 1 else ids[0].dtype
-        return torch.cat([x.to(dtype) for x in ids], dim=1), torch.cat([x.to(deltas[0].dtype) for x in deltas])
+        return torch.cat(ids, dim=1), torch.cat(deltas)  # one scheme: one dtype
 
     def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts):
         secs = second_per_grid_ts if self._uses_seconds(opts) else None

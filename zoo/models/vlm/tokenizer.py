@@ -14,6 +14,7 @@ Huang et al., arXiv:2510.23095).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -29,6 +30,13 @@ SPECIAL_TOKENS = ('<|im_start|>', '<|im_end|>', '<|vision_start|>', '<|vision_en
 IGNORE_INDEX = -100
 
 
+@functools.lru_cache(maxsize=4)
+def _bpe(bpe_path: Optional[str]):
+    """open_clip's ``SimpleTokenizer`` (loaded once per file: it only reads its merges and memoises encodings)."""
+    from open_clip.tokenizer import SimpleTokenizer
+    return SimpleTokenizer(context_length=None, **({} if bpe_path is None else {'bpe_path': bpe_path}))
+
+
 class VLMTokenizer:
     """open_clip's bundled BPE plus the video-LLM special tokens.
 
@@ -42,9 +50,7 @@ class VLMTokenizer:
     """
 
     def __init__(self, bpe_path: Optional[str] = None):
-        from open_clip.tokenizer import SimpleTokenizer
-        kwargs = {} if bpe_path is None else {'bpe_path': bpe_path}
-        self.bpe = SimpleTokenizer(context_length=None, **kwargs)
+        self.bpe = _bpe(bpe_path)
         base = len(self.bpe.encoder)
         self.special: Dict[str, int] = {name: base + i for i, name in enumerate(SPECIAL_TOKENS)}
         self.special_names = {i: n for n, i in self.special.items()}

@@ -39,7 +39,7 @@ class VisionTower(nn.Module):
             tests).
 
     Attributes:
-        num_features: channels per patch ``C``; the projector receives ``temporal_patch_size * C``.
+        num_features: channels per patch ``C``; the projector receives :attr:`out_features`.
         is_video: the tower takes clips ``(B, C, T, H, W)``.
         patch_size: ``(ph, pw)`` pixels per patch (the feature stride for CNN towers).
 
@@ -94,8 +94,9 @@ class VisionTower(nn.Module):
 
     @property
     def out_features(self) -> int:
-        """Channels per grid cell handed to the projector: ``temporal_patch_size * num_features``."""
-        return self.temporal_patch_size * self.num_features
+        """Channels per grid cell handed to the projector: ``temporal_patch_size * num_features`` for an image tower
+        (frames concatenated), ``num_features`` for a video tower (its tubelet already mixes them)."""
+        return self.num_features if self.is_video else self.temporal_patch_size * self.num_features
 
     def grid_hw(self, height: int, width: int) -> Tuple[int, int]:
         """Patch grid ``(h, w)`` of a ``height x width`` px frame.
@@ -148,7 +149,7 @@ class VisionTower(nn.Module):
         """Encode videos ``(T, C, H, W)`` and images ``(C, H, W)`` (float, normalised as the tower expects).
 
         Returns:
-            One tensor per visual, ``(t, h, w, temporal_patch_size * C)``, temporal patches in order.
+            One tensor per visual, ``(t, h, w, out_features)``, temporal patches in order.
 
         Raises:
             ValueError: a tensor of another rank, or a frame size the tower cannot take / merge.
