@@ -198,3 +198,146 @@ def test_state_dict_round_trip(kind, tmp_path):
         torch.testing.assert_close(other(x), model(x), atol=0, rtol=0)
     derived = {n for n, _ in model.named_buffers()} & set(model.state_dict())
     assert not derived, f'{kind}: derived tables in the state_dict: {derived}'
+
+
+# ------------------------------------------------------------------------------------------------ video (3D) grids
+# Every kind that takes a video geometry (``supports_video``) also meets the contract on a (T, H, W) grid, built as the
+# video backbone builds it: ``grid_size=(T', H', W')`` in the geometry, ``Positions(grid=(T, H, W))`` at forward, no
+# prefix tokens. The tiny backbone below is the seam alone (embed -> blocks with the encoding's terms -> mix).
+from torch import nn  # noqa: E402
+
+from zoo.encodings import Positions, create_pos_encoding  # noqa: E402
+from zoo.encodings.registry import _REGISTRY  # noqa: E402
+from zoo.models.attention import Block  # noqa: E402
+
+VIDEO_KINDS = [k for k in KINDS if _REGISTRY[k].supports_video]
+IMAGE_ONLY_KINDS = [k for k in KINDS if not _REGISTRY[k].supports_video]
+GRID3 = (2, 4, 4)
+
+
+class _VideoSeam(nn.Module):
+    """Tokens ``(B, T, H, W, 3)`` -> linear embed -> encoding's embed -> subset -> blocks (terms, mix) -> ``(B, L, C)``."""
+
+    def __init__(self, kind: str, grid=GRID3, dim: int = 64, depth: int = 2, heads: int = 2):
+        super().__init__()
+        self.depth = depth
+        self.proj = nn.Linear(3, dim)
+        self.pe = create_pos_encoding(kind, dict(dim=dim, num_heads=heads, depth=depth, grid_size=tuple(grid),
+                                                 num_prefix_tokens=0, num_class_tokens=0))
+        self.blocks = nn.ModuleList([Block(dim, heads, qkv_bias=True) for _ in range(depth)])
+
+    def forward(self, x: torch.Tensor, keep_indices: torch.Tensor | None = None) -> torch.Tensor:
+        b, t, h, w, _ = x.shape
+        pos = Positions((t, h, w))
+        tok = self.pe.embed(self.proj(x).flatten(1, 3), pos)
+        if keep_indices is not None:
+            pos.require_full_grid(type(self.pe).__name__) if not self.pe.supports_subsets else None
+            tok = tok.gather(1, keep_indices[..., None].expand(-1, -1, tok.shape[-1]))
+            pos = Positions((t, h, w), keep_indices=keep_indices)
+        terms = self.pe.attn_terms(pos, tok.dtype, tok.device) or [None] * self.depth
+        for i, blk in enumerate(self.blocks):
+            tok = self.pe.mix(blk(tok, terms[i]), pos, i)
+        return tok
+
+
+def _v(t: int = 2, h: int = 4, w: int = 4, b: int = 2, seed: int = 0) -> torch.Tensor:
+    return torch.randn(b, t, h, w, 3, generator=torch.Generator().manual_seed(seed))
+
+
+def test_video_kinds_cover_the_3d_encodings():
+    assert {'ape', 'st_ape', 'sincos1d', 'sincos3d', 'nope', 'peg', 'fourier', 'rope3d', 'rope_mixed', 'comrope',
+            'liere', 'irpe'} <= set(VIDEO_KINDS)
+    assert set(IMAGE_ONLY_KINDS) == {'sincos', 'rope_axial'}
+
+
+@pytest.mark.parametrize('kind', IMAGE_ONLY_KINDS)
+def test_video_geometry_refused_by_image_only_kinds(kind):
+    with pytest.raises(ValueError, match='video geometry'):
+        create_pos_encoding(kind, dict(dim=64, num_heads=2, depth=2, grid_size=GRID3, num_prefix_tokens=0))
+
+
+@pytest.mark.parametrize('kind', VIDEO_KINDS)
+def test_video_forward_backward_and_more_frames_bigger_frame(kind):
+    torch.manual_seed(0)
+    model = _VideoSeam(kind)
+    out = model(_v())
+    assert out.shape == (2, 32, 64) and torch.isfinite(out).all()
+    out.square().sum().backward()
+    missing = [n for n, p in model.pe.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing, f'{kind}: encoding parameters without a finite gradient on a 3D grid: {missing}'
+    with torch.no_grad():  # 2x frames and 1.5x frame size (4x6x6 grid)
+        assert torch.isfinite(model(_v(4, 6, 6))).all()
+
+
+@pytest.mark.parametrize('kind', VIDEO_KINDS)
+def test_video_token_subsets(kind):
+    """keep_indices with every index equals the full forward; per-sample subsets see original positions."""
+    torch.manual_seed(0)
+    model = _VideoSeam(kind).eval()
+    x, n = _v(), 32
+    if not model.pe.supports_subsets:
+        with pytest.raises(ValueError, match='full patch grid'):
+            model(x, keep_indices=torch.arange(n).expand(2, -1))
+        return
+    with torch.no_grad():
+        full = model(x)
+        kept = model(x, keep_indices=torch.arange(n).expand(2, -1))
+        torch.testing.assert_close(kept, full, atol=1e-5, rtol=1e-5)
+        keep = torch.stack([torch.tensor([0, 3, 5, 9, 17, 31]), torch.tensor([1, 2, 16, 20, 25, 30])])
+        both = model(x, keep_indices=keep)
+        one = model(x[1:], keep_indices=keep[1:])
+    torch.testing.assert_close(both[1:], one, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('kind', VIDEO_KINDS)
+@pytest.mark.filterwarnings('ignore')
+def test_video_torch_export_dynamic_thw(kind):
+    torch.manual_seed(0)
+    model = _VideoSeam(kind).eval()
+    t, h, w = Dim('t', min=2, max=8), Dim('h', min=2, max=8), Dim('w', min=2, max=8)
+    with torch.no_grad():
+        ep = torch.export.export(model, (_v(2, 4, 5, b=1),), dynamic_shapes=({1: t, 2: h, 3: w},))
+        for size in [(2, 4, 5), (3, 6, 4)]:
+            x = _v(*size, b=1, seed=1)
+            torch.testing.assert_close(ep.module()(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize('kind', VIDEO_KINDS)
+@pytest.mark.filterwarnings('ignore')
+def test_video_torch_compile_dynamic_no_graph_breaks(kind):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _VideoSeam(kind).eval()
+    compiled = torch.compile(model, dynamic=True, fullgraph=True, backend='eager')
+    with torch.no_grad():
+        for size in [(2, 4, 4), (3, 5, 4), (4, 3, 6)]:
+            x = _v(*size, b=1)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize('kind', VIDEO_KINDS)
+def test_video_meta_device_init(kind):
+    """meta -> to_empty -> reset_parameters gives the encoding's init distribution and a finite forward."""
+    torch.manual_seed(0)
+    normal = _VideoSeam(kind)
+    with torch.device('meta'):
+        meta = _VideoSeam(kind)
+    meta.to_empty(device='cpu')
+    with torch.no_grad():
+        for p in meta.parameters():
+            p.fill_(1e20)
+    for m in meta.modules():
+        if m is not meta and not isinstance(m, type(meta.pe)) and hasattr(m, 'reset_parameters'):
+            m.reset_parameters()
+    meta.pe.reset_parameters()
+    ref_params = dict(normal.pe.named_parameters())
+    for name, p in meta.pe.named_parameters():
+        ref = ref_params[name]
+        assert torch.isfinite(p).all(), f'{kind}: {name} not initialised'
+        if ref.numel() < 16 or ref.std() == 0:
+            torch.testing.assert_close(p, ref, msg=f'{kind}: {name} (a constant init)')
+        else:
+            ratio = (p.std() / ref.std()).item()
+            assert 0.5 < ratio < 2, f'{kind}: {name} std {p.std():.3g} vs {ref.std():.3g}'
+    with torch.no_grad():
+        assert torch.isfinite(meta.eval()(_v())).all()

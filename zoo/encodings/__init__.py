@@ -1,11 +1,11 @@
 """Position encodings. No backbone code lives here: backbones call ``create_pos_encoding``."""
 from .base import AttnTerm, Positions, PosEncoding, check_keep_indices
 from .registry import create_pos_encoding, list_pos_encodings, register_pos_encoding
-from .absolute import LearnedAPE, NoPE, SinCos2D
+from .absolute import LearnedAPE, NoPE, SinCos1D, SinCos2D, SinCos3D, SpaceTimeAPE
 from .conditional import PEG
 from .fourier import LearnableFourierPE
 from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
-from .rotary import RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
+from .rotary import RoPE3D, RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
 from .irpe import IRPE
 from .comrope import ComRoPE, LieRE
 from . import multimodal_rope

@@ -205,10 +205,14 @@ class PosEncoding(nn.Module):
         adaptation: how the encoding adapts to a new grid, stated in resolution reports.
         supports_subsets: False when the encoding needs every patch of the grid (PEG); backbones then refuse
             patch dropout and ``keep_indices`` with a clear error at construction or forward.
+        supports_video: False for image-only encodings (2D ``sincos``, ``rope_axial``): they refuse a 3-tuple
+            ``grid_size`` ``(T, H, W)`` at construction and a grid with ``T > 1`` at forward, naming the video kinds.
+            Every other encoding takes a video geometry (``grid_size=(T, H, W)`` in tubelets and patches).
     """
     family: str = 'none'
     adaptation: str = 'nothing to adapt'
     supports_subsets: bool = True
+    supports_video: bool = True
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Add absolute position information to tokens ``x`` ``(B, L, C)`` laid out as described in Positions."""

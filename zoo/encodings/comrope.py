@@ -6,9 +6,10 @@ Papers:
     * LieRE: Lie Rotational Positional Encodings (published as "LieRE: Generalizing Rotary Position Encodings"),
       Ostmeier et al., arXiv:2406.10322.
 
-A token at position ``x = (x_0, x_1)`` (row, col) rotates each head's query and key by
+A token at position ``x = (x_0, x_1)`` (row, col), or ``x = (x_0, x_1, x_2)`` (row, col, t) on a video grid, rotates
+each head's query and key by
 
-    R(x) = exp(x_0 A_0 + x_1 A_1),
+    R(x) = exp(x_0 A_0 + x_1 A_1 [+ x_2 A_2]),
 
 where every angle matrix ``A_i`` is skew-symmetric and block-diagonal with ``m = head_dim / b`` blocks of size
 ``b x b`` (``b`` in {2, 4, 8}). Block ``j`` of ``R(x)`` acts on channels ``j*b .. j*b+b-1`` of the head and equals
@@ -18,29 +19,34 @@ where every angle matrix ``A_i`` is skew-symmetric and block-diagonal with ``m =
 
 Variants (generator ``S = P - P^T`` of a trainable square ``P``; per layer and per head):
     * ``'ap'`` (axial partition): ``A_i[j] = S[j]`` when ``j mod N == i``, else 0. Blocks alternate between the row
-      and the column axis (block 0 row, block 1 col, ...), as in the official code. Commuting by construction.
+      and the column axis (block 0 row, block 1 col, ...), as in the official code; on a video grid they cycle over
+      row, col, t (``m`` need not be a multiple of 3: the first axes then get one block more). Commuting by
+      construction.
     * ``'ld'`` (linearly dependent): ``A_i[j] = theta[i, j] * S[j]``; ``theta`` (``multiplier``) is shared over heads.
       Commuting because every ``A_i[j]`` is a multiple of the same ``S[j]``.
     * ``'liere'``: ``A_i[j] = (P_i[j] - P_i[j]^T) / scale_factor`` with an independent ``P_i`` per axis. These do not
       commute in general (for ``b >= 4``), so LieRE scores are not purely relative. With ``b = 2`` every generator is a
       multiple of the same 2x2 rotation generator, so LieRE-b2 does commute.
 
-Parameter layouts (identical to the official checkpoints, ``H`` heads, ``N = 2`` axes, ``m = head_dim / b``), stored as
-``layers.<layer>.freqs`` and ``layers.<layer>.multiplier``:
+Parameter layouts (identical to the official checkpoints, ``H`` heads, ``N = 2`` axes for images and ``N = 3`` for
+videos, ``m = head_dim / b``), stored as ``layers.<layer>.freqs`` and ``layers.<layer>.multiplier``:
     * AP: ``freqs (H, 1, m, b, b)``;
     * LD: ``freqs (H, 1, m, b, b)`` and ``multiplier (1, N, m, 1, 1)``;
     * LieRE: ``freqs (H, N, m, b, b)``.
 
 Positions are normalised patch centres ``((row + 0.5) / H, (col + 0.5) / W)`` in [0, 1], so a larger grid interpolates
-rather than extrapolates. Class tokens sit at ``(0.5, 0.5)`` and are rotated (official behaviour); register tokens get
-the identity. In training, ``perturb_intensity > 0`` adds ``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to
+rather than extrapolates. Videos (``grid_size=(T', H', W')``) add the normalised tubelet centre ``(t + 0.5) / T`` as a
+third axis after (row, col): more frames or a bigger frame interpolate within the same unit cube (the clip always
+spans [0, 1] in time), and the time parameters come last, so a 2D checkpoint inflates by appending them (LD: a zero
+time multiplier gives each frame the image rotation). Class tokens sit at ``(0.5, 0.5[, 0.5])`` and are rotated
+(official behaviour); register tokens get the identity. In training, ``perturb_intensity > 0`` adds ``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to
 each patch coordinate (one draw per forward, shared by the batch and all layers); eval never perturbs.
 
 Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per sample, token and head):
     * the rotation is applied block by block, ``(..., m, b) x (..., m, b, b)``; ``b = 2`` uses the exact closed form
       ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and a cos/sin product like axial RoPE;
     * ``matrix_exp`` runs on ``b x b`` blocks only, and for AP/LD only once per distinct coordinate value of each axis
-      (``H + W + 2`` values, not ``H * W``): AP blocks depend on one axis, and LD blocks factor as
+      (``H + W + 2`` values, not ``H * W``; ``+ T + 1`` on videos): AP blocks depend on one axis, and LD blocks factor as
       ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute. LieRE needs one exponential per token; in training
       it uses a Taylor scaling-and-squaring form whose backward is cheaper than that of ``matrix_exp``;
     * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
@@ -57,6 +63,7 @@ import torch
 from torch import nn
 
 from ._cache import TableCache, caching_allowed, param_key
+from ._grid import parse_grid_size
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
@@ -66,7 +73,7 @@ __all__ = ['ComRoPE', 'LieRE', 'BlockRotation', 'VARIANTS', 'BLOCK_SIZES', 'NUM_
 
 VARIANTS = ('ap', 'ld', 'liere')
 BLOCK_SIZES = (2, 4, 8)
-NUM_AXES = 2  # (row, col); 2D images only
+NUM_AXES = 2  # (row, col) on images; videos add t as a third axis
 
 
 class _LayerGenerators(nn.Module):
@@ -79,19 +86,21 @@ class _LayerGenerators(nn.Module):
         block_size: ``b``.
         init_std: standard deviation of the ``freqs`` initialisation (times ``scale_factor`` for LieRE).
         scale_factor: LieRE only, ``A = (F - F^T) / scale_factor``.
+        num_axes: ``N``, 2 (row, col) or 3 (row, col, t).
     """
 
     def __init__(self, variant: str, num_heads: int, head_dim: int, block_size: int, init_std: float,
-                 scale_factor: float):
+                 scale_factor: float, num_axes: int = NUM_AXES):
         super().__init__()
         self.variant = variant
+        self.num_axes = num_axes
         self.init_std = init_std
         self.scale_factor = scale_factor
         m = head_dim // block_size
-        f_axes = NUM_AXES if variant == 'liere' else 1
+        f_axes = num_axes if variant == 'liere' else 1
         self.freqs = nn.Parameter(torch.empty(num_heads, f_axes, m, block_size, block_size))
         if variant == 'ld':
-            self.multiplier = nn.Parameter(torch.empty(1, NUM_AXES, m, 1, 1))
+            self.multiplier = nn.Parameter(torch.empty(1, num_axes, m, 1, 1))
         else:
             self.register_parameter('multiplier', None)
         self.reset_parameters()
@@ -110,8 +119,8 @@ class _LayerGenerators(nn.Module):
         s = f - f.transpose(-1, -2)
         if self.variant == 'ap':
             n_blocks = s.shape[2]
-            axis_of_block = torch.arange(n_blocks, device=s.device) % NUM_AXES
-            mask = (axis_of_block[None, :] == torch.arange(NUM_AXES, device=s.device)[:, None]).to(dtype)
+            axis_of_block = torch.arange(n_blocks, device=s.device) % self.num_axes
+            mask = (axis_of_block[None, :] == torch.arange(self.num_axes, device=s.device)[:, None]).to(dtype)
             return s * mask[None, :, :, None, None]
         if self.variant == 'ld':
             return s * self.multiplier.to(dtype)
@@ -198,19 +207,20 @@ def _axis_coords(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tens
 
 @register_pos_encoding('comrope')
 class ComRoPE(PosEncoding):
-    """ComRoPE (``variant='ap'`` or ``'ld'``) and LieRE (``variant='liere'``) for 2D patch grids.
+    """ComRoPE (``variant='ap'`` or ``'ld'``) and LieRE (``variant='liere'``) for 2D patch grids and, with a 3-tuple
+    ``grid_size``, over (row, col, t) for videos (see the module docstring).
 
     Args:
         dim: embedding width; ``dim / num_heads`` is the head dim.
         num_heads: attention heads.
         depth: number of attention layers; each gets its own generators.
-        grid_size: default patch grid ``(H, W)``; only the optional APE uses it (rotations are built from the grid of
-            each forward).
+        grid_size: default patch grid ``(H, W)``, or ``(T', H', W')`` for videos (three axes); otherwise only the
+            optional APE uses it (rotations are built from the grid of each forward).
         num_prefix_tokens: class + register tokens in front of the patches.
         num_class_tokens: leading class tokens; they are rotated at ``(0.5, 0.5)``. Registers get the identity.
         variant: ``'ap'``, ``'ld'`` or ``'liere'``.
-        block_size: ``b`` in {2, 4, 8}; must divide the head dim (AP also needs an even number of blocks, one half per
-            axis, as in the official code).
+        block_size: ``b`` in {2, 4, 8}; must divide the head dim (AP on images also needs an even number of blocks,
+            one half per axis, as in the official code; on videos at least 3 blocks).
         init_std: standard deviation of the ``freqs`` initialisation (official default 1.0).
         perturb_intensity: training-time jitter of each patch coordinate, ``N(0, 1) * 0.5 * intensity`` patches
             clamped to +-0.5 patch (official rule). 0 = off; eval never perturbs.
@@ -220,7 +230,8 @@ class ComRoPE(PosEncoding):
 
     Raises:
         ValueError: unknown variant, block size not in {2, 4, 8}, block size not dividing the head dim, an odd number
-            of AP blocks, or ``dim`` not divisible by ``num_heads``.
+            of AP blocks (images) or fewer than 3 (videos), or ``dim`` not divisible by ``num_heads``; at forward a
+            video grid (``T > 1``) given to an image model.
     """
     family = 'ComRoPE (trainable commuting rotations)'
     adaptation = 'none needed: positions are normalised to [0, 1], so a new grid interpolates between learned angles'
@@ -253,9 +264,15 @@ class ComRoPE(PosEncoding):
         if head_dim % block_size:
             raise ValueError(f'block_size {block_size} does not divide the head dim {head_dim} '
                              f'(dim {dim} / {num_heads} heads)')
-        if variant == 'ap' and (head_dim // block_size) % NUM_AXES:
-            raise ValueError(f'ComRoPE-AP splits the {head_dim // block_size} blocks of size {block_size} evenly over '
+        grid_size = parse_grid_size('comrope', grid_size)
+        self.num_axes = len(grid_size)  # 2: (row, col); 3: (row, col, t)
+        n_blocks = head_dim // block_size
+        if variant == 'ap' and self.num_axes == 2 and n_blocks % 2:
+            raise ValueError(f'ComRoPE-AP splits the {n_blocks} blocks of size {block_size} evenly over '
                              f'{NUM_AXES} axes; use a block size giving an even number of blocks per head')
+        if variant == 'ap' and n_blocks < self.num_axes:
+            raise ValueError(f'ComRoPE-AP cycles its {n_blocks} blocks of size {block_size} over {self.num_axes} axes '
+                             f'(row, col, t) and needs at least one per axis; use a smaller block_size')
         if perturb_intensity < 0:
             raise ValueError(f'perturb_intensity must be >= 0, got {perturb_intensity}')
         if scale_factor <= 0:
@@ -267,11 +284,15 @@ class ComRoPE(PosEncoding):
         self.block_size = block_size
         self.init_std = init_std
         self.perturb_intensity = float(perturb_intensity)
-        self.grid_size = tuple(grid_size)
+        self.grid_size = grid_size
         self.num_prefix_tokens = num_prefix_tokens
         self.num_class_tokens = num_class_tokens
+        if self.num_axes == 3:
+            self.adaptation = ('none needed: (row, col, t) are normalised to [0, 1], so more frames or a bigger frame '
+                               'interpolate between learned angles')
         self.layers = nn.ModuleList([
-            _LayerGenerators(variant, num_heads, head_dim, block_size, init_std, scale_factor) for _ in range(depth)])
+            _LayerGenerators(variant, num_heads, head_dim, block_size, init_std, scale_factor, self.num_axes)
+            for _ in range(depth)])
         if ape:
             self.ape = LearnedAPE(dim=dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens)
         else:
@@ -283,9 +304,9 @@ class ComRoPE(PosEncoding):
         """Adds the optional learned APE; identity otherwise."""
         return x if self.ape is None else self.ape.embed(x, pos)
 
-    def set_grid_size(self, grid_size: Tuple[int, int]) -> None:
+    def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         """Rotations need nothing; the optional APE is resampled."""
-        self.grid_size = tuple(grid_size)
+        self.grid_size = parse_grid_size('comrope', grid_size)
         if self.ape is not None:
             self.ape.set_grid_size(grid_size)
 
@@ -299,35 +320,38 @@ class ComRoPE(PosEncoding):
         """One :class:`BlockRotation` per layer for the tokens described by ``pos``.
 
         Args:
-            pos: token layout; ``pos.grid`` must be ``(1, H, W)``.
+            pos: token layout; ``pos.grid`` must be ``(1, H, W)`` for an image model, any ``(T, H, W)`` for a video
+                model.
             dtype: dtype of q/k; tables are cast to it (computed in float32, or float64 for float64).
             device: device of q/k.
 
         Raises:
-            ValueError: the positions carry no grid, or a grid with ``T != 1``.
+            ValueError: the positions carry no grid, or an image model gets a grid with ``T != 1``.
         """
         if pos.grid is None:
             raise ValueError('ComRoPE needs a patch grid (Positions.grid), not explicit ids')
         t, h, w = pos.grid
-        if t != 1:
-            raise ValueError(f'ComRoPE here is 2D (row, col); got a grid with T={t} frames')
+        if self.num_axes == 2 and t != 1:
+            raise ValueError(f'this ComRoPE is 2D (row, col), built with grid_size={self.grid_size}; got a grid with '
+                             f'T={t} frames. Build it with a (T, H, W) grid_size for videos')
+        sizes = (h, w) if self.num_axes == 2 else (h, w, t)
         perturb = self.training and self.perturb_intensity > 0
 
         def build():
-            return self._build_terms(h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb)
+            return self._build_terms(sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb)
 
         # Cache only results that carry no autograd graph and no randomness; the key holds each generator
         # parameter's identity and version counter, so a stale table can never be returned.
         if perturb or self.training or torch.is_grad_enabled():
             terms = build()
         else:
-            terms = self._cache.get(lambda: (h, w, pos.num_prefix_tokens, pos.num_class_tokens, dtype,
+            terms = self._cache.get(lambda: (sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype,
                                              torch.device(device), param_key(self.layers.parameters())), build)
         return terms if not pos.is_subset else [t.select(pos) for t in terms]
 
     # ------------------------------------------------------------------------------------------------ building
     def generators(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """Angle matrices of one layer, ``(H, N, m, b, b)`` (``A[h, axis, block]``)."""
+        """Angle matrices of one layer, ``(H, N, m, b, b)`` (``A[h, axis, block]``, axes (row, col[, t]))."""
         return self.layers[layer].generators(dtype)
 
     def rotation_blocks(self, layer: int, coords: torch.Tensor) -> torch.Tensor:
@@ -335,7 +359,7 @@ class ComRoPE(PosEncoding):
 
         Args:
             layer: layer index.
-            coords: ``(..., 2)`` positions (row, col) in the normalised units of this module.
+            coords: ``(..., N)`` positions (row, col[, t]) in the normalised units of this module.
 
         Returns:
             ``(..., H, m, b, b)`` blocks ``exp(sum_i coords_i A_i[h, j])`` in the dtype of ``coords`` (float32 or
@@ -345,37 +369,39 @@ class ComRoPE(PosEncoding):
         gen = torch.einsum('...n,hnmij->...hmij', coords, a)
         return torch.linalg.matrix_exp(gen)
 
-    def _coords(self, h: int, w: int, perturb: bool, device, cdtype):
-        """Distinct values per axis and, for every rotated token (class tokens, then patches), its index into them."""
-        n_p = h * w
-        rr, cc = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing='ij')
-        rr, cc = rr.reshape(-1), cc.reshape(-1)
+    def _coords(self, sizes: Tuple[int, ...], perturb: bool, device, cdtype):
+        """Per axis (row, col[, t]): the distinct coordinate values (the class position 0.5 last) and, for every
+        patch (t-major, row-major), its index into them; plus the index of the class position."""
+        h, w = sizes[0], sizes[1]
+        t = sizes[2] if len(sizes) == 3 else 1
+        n_p = t * h * w
+        tt, rr, cc = torch.meshgrid(torch.arange(t, device=device), torch.arange(h, device=device),
+                                    torch.arange(w, device=device), indexing='ij')
+        idx = [rr.reshape(-1), cc.reshape(-1), tt.reshape(-1)][:len(sizes)]
         half = torch.full((1,), 0.5, device=device, dtype=cdtype)
         if perturb:
-            noise = torch.randn(n_p, NUM_AXES, device=device) * (0.5 * self.perturb_intensity)
+            noise = torch.randn(n_p, len(sizes), device=device) * (0.5 * self.perturb_intensity)
             noise = noise.clamp(-0.5, 0.5)
-            u_row = ((rr + 0.5 + noise[:, 0]) / h).to(cdtype)
-            u_col = ((cc + 0.5 + noise[:, 1]) / w).to(cdtype)
-            idx_row = idx_col = torch.arange(n_p, device=device)
-            u_row, u_col = torch.cat([u_row, half]), torch.cat([u_col, half])
-            cls_row, cls_col = n_p, n_p
+            values = [torch.cat([((i + 0.5 + noise[:, a]) / n).to(cdtype), half])
+                      for a, (i, n) in enumerate(zip(idx, sizes))]
+            idx = [torch.arange(n_p, device=device)] * len(sizes)
+            cls = [n_p] * len(sizes)
         else:
-            u_row = torch.cat([_axis_coords(h, device, cdtype), half])
-            u_col = torch.cat([_axis_coords(w, device, cdtype), half])
-            idx_row, idx_col = rr, cc
-            cls_row, cls_col = h, w
-        return u_row, u_col, idx_row, idx_col, cls_row, cls_col
+            values = [torch.cat([_axis_coords(n, device, cdtype), half]) for n in sizes]
+            cls = list(sizes)
+        return values, idx, cls
 
-    def _build_terms(self, h: int, w: int, num_prefix: int, num_class: int, dtype: torch.dtype, device,
-                     perturb: bool) -> List[BlockRotation]:
+    def _build_terms(self, sizes: Tuple[int, ...], num_prefix: int, num_class: int, dtype: torch.dtype, device,
+                     perturb: bool) -> List[AttnTerm]:
         if num_class > num_prefix:
             raise ValueError(f'num_class_tokens {num_class} exceeds num_prefix_tokens {num_prefix}')
         device = torch.device(device)
         cdtype = torch.float64 if dtype == torch.float64 else torch.float32
-        u_row, u_col, idx_row, idx_col, cls_row, cls_col = self._coords(h, w, perturb, device, cdtype)
+        values, idx, cls = self._coords(sizes, perturb, device, cdtype)
+        n_axes = len(sizes)
         # token order of the rotated set: class tokens, then patches (registers are inserted as identity later)
-        tok_row = torch.cat([idx_row.new_full((num_class,), cls_row), idx_row])
-        tok_col = torch.cat([idx_col.new_full((num_class,), cls_col), idx_col])
+        tok = [torch.cat([i.new_full((num_class,), c), i]) for i, c in zip(idx, cls)]
+        u = [v[ti] for v, ti in zip(values, tok)]  # per-token coordinate of each axis
         n_reg = num_prefix - num_class
         b = self.block_size
         terms = []
@@ -384,8 +410,9 @@ class ComRoPE(PosEncoding):
             if b == 2:
                 # so(2) is commutative: every block is a plain rotation by angle sum_i x_i * A_i[j][0, 1]
                 omega = a[..., 0, 1]  # (H, N, m)
-                ang = (u_row[tok_row][None, :, None] * omega[:, None, 0]
-                       + u_col[tok_col][None, :, None] * omega[:, None, 1])
+                ang = u[0][None, :, None] * omega[:, None, 0]
+                for ax in range(1, n_axes):
+                    ang = ang + u[ax][None, :, None] * omega[:, None, ax]
                 # exp(t [[0, s], [-s, 0]]) turns pair (x0, x1) to (c x0 + s x1, c x1 - s x0): RoPE at angle -t s
                 if n_reg:
                     ang = torch.cat([ang[:, :num_class], ang.new_zeros(ang.shape[0], n_reg, ang.shape[2]),
@@ -394,17 +421,23 @@ class ComRoPE(PosEncoding):
                 continue
             if self.variant == 'ap':
                 # block j turns with axis j mod N only: exp once per distinct coordinate of that axis, then gather
-                e_row = torch.linalg.matrix_exp(u_row[:, None, None, None, None] * a[None, :, 0, 0::NUM_AXES])
-                e_col = torch.linalg.matrix_exp(u_col[:, None, None, None, None] * a[None, :, 1, 1::NUM_AXES])
-                blocks = torch.stack([e_row[tok_row], e_col[tok_col]], dim=3).flatten(2, 3)  # (Lr, H, m, b, b)
+                parts = [torch.linalg.matrix_exp(values[ax][:, None, None, None, None] * a[None, :, ax, ax::n_axes])
+                         [tok[ax]] for ax in range(n_axes)]  # (Lr, H, m_ax, b, b)
+                if all(p.shape[2] == parts[0].shape[2] for p in parts):
+                    blocks = torch.stack(parts, dim=3).flatten(2, 3)  # (Lr, H, m, b, b), blocks in order j
+                else:  # uneven split (videos): put block j = ax + N k back at its place
+                    order = torch.cat([torch.arange(ax, a.shape[2], n_axes) for ax in range(n_axes)])
+                    blocks = torch.cat(parts, dim=2)[:, :, torch.argsort(order).to(device)]
             elif self.variant == 'ld':
-                # A_0[j] and A_1[j] are multiples of one matrix, so exp(x0 A0 + x1 A1) = exp(x0 A0) exp(x1 A1)
-                e_row = torch.linalg.matrix_exp(u_row[:, None, None, None, None] * a[None, :, 0])
-                e_col = torch.linalg.matrix_exp(u_col[:, None, None, None, None] * a[None, :, 1])
-                blocks = torch.matmul(e_row[tok_row], e_col[tok_col])
+                # A_i[j] are multiples of one matrix, so exp(sum_i x_i A_i) = prod_i exp(x_i A_i)
+                blocks = None
+                for ax in range(n_axes):
+                    e = torch.linalg.matrix_exp(values[ax][:, None, None, None, None] * a[None, :, ax])[tok[ax]]
+                    blocks = e if blocks is None else torch.matmul(blocks, e)
             else:
-                gen = (u_row[tok_row][:, None, None, None, None] * a[None, :, 0]
-                       + u_col[tok_col][:, None, None, None, None] * a[None, :, 1])
+                gen = u[0][:, None, None, None, None] * a[None, :, 0]
+                for ax in range(1, n_axes):
+                    gen = gen + u[ax][:, None, None, None, None] * a[None, :, ax]
                 # one exponential per token, head and block (non-commuting); the Taylor form has a cheaper backward
                 blocks = _expm_taylor(gen) if torch.is_grad_enabled() and gen.requires_grad else \
                     torch.linalg.matrix_exp(gen)
@@ -416,7 +449,7 @@ class ComRoPE(PosEncoding):
 
     def extra_repr(self) -> str:
         return (f'variant={self.variant!r}, block_size={self.block_size}, heads={self.num_heads}, '
-                f'head_dim={self.head_dim}, perturb_intensity={self.perturb_intensity}')
+                f'head_dim={self.head_dim}, axes={self.num_axes}, perturb_intensity={self.perturb_intensity}')
 
 
 @register_pos_encoding('liere')

@@ -1,19 +1,22 @@
 """Learnable Fourier features for multi-dimensional positions.
 
 "Learnable Fourier Features for Multi-Dimensional Spatial Positional Encoding" (Li et al., NeurIPS 2021,
-arXiv:2106.02795), Algorithm 1, with G = 1 group and M = 2 coordinates (row, col).
+arXiv:2106.02795), Algorithm 1, with G = 1 group and M = 2 coordinates (row, col) for images or M = 3
+(row, col, t) for videos.
 """
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
+from ._grid import parse_grid_size
 from .absolute import add_to_patches
 from .base import Positions, PosEncoding
 from .registry import register_pos_encoding
+from .rotation import grid_coords
 
 __all__ = ['LearnableFourierPE']
 
@@ -25,6 +28,10 @@ class LearnableFourierPE(PosEncoding):
     Coordinate convention: X = (row, col) of each patch centre in **patch units** (integers: row 0..H-1, col 0..W-1),
     so a larger grid extrapolates to larger coordinates, like axial RoPE. Prefix tokens get no embedding.
 
+    Videos (``grid_size=(T', H', W')``): M = 3, X = (row, col, t) with t the integer tubelet index, so more frames
+    or a bigger frame extrapolate to larger coordinates in the same way (nothing is resampled). The time column of
+    ``W_r`` comes last: a 2D checkpoint inflates by appending a zero column (each frame then gets the image encoding).
+
     gamma reading: W_r ~ N(0, gamma^-2), i.e. each entry has standard deviation 1/gamma (radians per patch), so gamma
     is a length scale in patches: larger gamma = smoother encoding.
 
@@ -33,20 +40,26 @@ class LearnableFourierPE(PosEncoding):
         fourier_dim: |F|, the number of Fourier features (even); W_r has |F|/2 rows.
         hidden_dim: MLP hidden width (defaults to ``dim``).
         gamma: the length scale above, in patches.
+        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos: M = 3); only its length matters.
 
-    Parameters: ``w_r`` ``(|F|/2, 2)``, ``mlp.0`` / ``mlp.2`` Linear layers (GELU between).
+    Parameters: ``w_r`` ``(|F|/2, M)``, ``mlp.0`` / ``mlp.2`` Linear layers (GELU between).
     """
     family = 'learnable Fourier features'
     adaptation = 'evaluated at the integer patch coordinates of the new grid (extrapolation)'
 
-    def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0):
+    def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0,
+                 grid_size: Optional[Tuple[int, ...]] = None):
         super().__init__()
+        self.video = grid_size is not None and len(parse_grid_size('fourier', grid_size)) == 3
+        if self.video:
+            self.adaptation = 'evaluated at the integer (row, col, t) coordinates of the new grid (extrapolation)'
+
         if fourier_dim % 2 or fourier_dim <= 0:
             raise ValueError(f'fourier_dim must be a positive even number, got {fourier_dim}')
         if gamma <= 0:
             raise ValueError(f'gamma must be > 0 (W_r ~ N(0, gamma^-2)), got {gamma}')
         self.gamma = gamma
-        self.w_r = nn.Parameter(torch.empty(fourier_dim // 2, 2))
+        self.w_r = nn.Parameter(torch.empty(fourier_dim // 2, 3 if self.video else 2))
         hidden_dim = hidden_dim or dim
         self.mlp = nn.Sequential(nn.Linear(fourier_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self.scale = 1.0 / math.sqrt(fourier_dim)
@@ -60,17 +73,26 @@ class LearnableFourierPE(PosEncoding):
             if isinstance(m, nn.Linear):
                 m.reset_parameters()
 
-    def table(self, hw: Tuple[int, int], device: torch.device) -> torch.Tensor:
-        """``(1, H*W, C)`` embedding for grid ``hw``, computed in float32."""
-        rows = torch.arange(hw[0], device=device, dtype=torch.float32)
-        cols = torch.arange(hw[1], device=device, dtype=torch.float32)
-        x = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
+    def table(self, size: Sequence[int], device: torch.device) -> torch.Tensor:
+        """``(1, N, C)`` embedding for grid ``size`` (``(H, W)``, or ``(T, H, W)`` for video features), computed in
+        float32."""
+        if self.video:
+            x = grid_coords(size, device)[:, [1, 2, 0]]  # (row, col, t)
+        else:
+            rows = torch.arange(size[0], device=device, dtype=torch.float32)
+            cols = torch.arange(size[1], device=device, dtype=torch.float32)
+            x = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
         proj = x @ self.w_r.float().t()
         feats = torch.cat([proj.cos(), proj.sin()], dim=-1) * self.scale
         return self.mlp(feats.to(self.mlp[0].weight.dtype)).unsqueeze(0)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self.table(pos.hw_2d('fourier'), x.device).to(x.dtype)
+        if self.video:
+            if pos.grid is None:
+                raise ValueError('fourier needs a patch grid (Positions.grid), not explicit ids')
+            table = self.table(pos.grid, x.device).to(x.dtype)
+        else:
+            table = self.table(pos.hw_2d('fourier'), x.device).to(x.dtype)
         return add_to_patches(x, table, pos.num_prefix_tokens)
 
     def no_weight_decay(self) -> set:

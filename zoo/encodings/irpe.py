@@ -17,6 +17,12 @@ The contextual term is computed in the efficient form of Sec. 3.3: project each 
 built. The value term scatters the attention weights into buckets ``(B, H, L, num_buckets)`` and multiplies by the
 value table.
 
+Videos (``grid_size=(T', H', W')``): the relative position is the 3D offset ``(dt, dr, dc)`` in tubelets and patches.
+``product`` buckets become ``((g(dt) + b) K + g(dr) + b) K + g(dc) + b`` with ``K = 2 b + 1`` and ``b = int(beta)``
+(``K^3`` buckets; the image buckets are the ``dt = 0`` slice), ``euclidean`` and ``quant`` use the 3D distance, and
+``cross`` gets a third module ``rp_time`` on ``dt``. More frames or a bigger frame recompute the bucket ids; with ratio
+1.9 every axis saturates at ``|offset| >= 4``, so larger grids reuse the trained buckets.
+
 Prefix tokens (the class token) are not on the grid: every pair in which one of the first ``skip`` tokens is the query
 or the key uses one extra bucket, the last id. Bucket ids depend only on ``(H, W)`` and the config, so they are
 cached per ``(H, W, config, device)`` outside the state_dict.
@@ -42,6 +48,7 @@ import torch
 from torch import nn
 
 from ._cache import TableCache
+from ._grid import parse_grid_size
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
@@ -54,8 +61,8 @@ __all__ = [
 _METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant', 'cross': 'cross',
                    'product': 'product'}
 _MODE_ALIASES = {'bias': 'bias', 'contextual': 'contextual', 'ctx': 'contextual'}
-# Bucket functions: every method, with cross split into its row and column halves.
-_PARTS = ('euclidean', 'quant', 'product', 'cross_rows', 'cross_cols')
+# Bucket functions: every method, with cross split into its row and column (and, on videos, time) parts.
+_PARTS = ('euclidean', 'quant', 'product', 'cross_rows', 'cross_cols', 'cross_time')
 
 
 def irpe_coefficients(ratio: float) -> Tuple[float, float, float]:
@@ -94,66 +101,86 @@ def piecewise_index(x: torch.Tensor, alpha: float, beta: float, gamma: float) ->
     return torch.where(xa > alpha, far, out)
 
 
-def irpe_num_buckets(method: str, ratio: float, skip: int = 0) -> int:
-    """Number of buckets (table columns) of one table: ``(2*int(beta)+1)**2`` for product, else ``2*int(beta)+1``.
+def irpe_num_buckets(method: str, ratio: float, skip: int = 0, num_axes: int = 2) -> int:
+    """Number of buckets (table columns) of one table: ``(2*int(beta)+1)**num_axes`` for product (``num_axes`` 2 for
+    images, 3 for videos), else ``2*int(beta)+1``.
 
-    ``cross`` counts one of its two tables. One extra bucket (the last id) is added when ``skip > 0``.
+    ``cross`` counts one of its tables. One extra bucket (the last id) is added when ``skip > 0``.
     """
     beta_int = int(irpe_coefficients(ratio)[1])
-    n = (2 * beta_int + 1) ** 2 if method == 'product' else 2 * beta_int + 1
+    n = (2 * beta_int + 1) ** num_axes if method == 'product' else 2 * beta_int + 1
     return n + (1 if skip > 0 else 0)
 
 
 @torch.no_grad()
 def irpe_bucket_ids(method: str, height: int, width: int, ratio: float, skip: int = 0,
-                    device: Optional[torch.device] = None) -> torch.Tensor:
-    """Bucket id of every (query, key) pair of a ``height x width`` grid plus ``skip`` leading prefix tokens.
+                    device: Optional[torch.device] = None, frames: Optional[int] = None) -> torch.Tensor:
+    """Bucket id of every (query, key) pair of a ``height x width`` grid (``frames x height x width`` for videos)
+    plus ``skip`` leading prefix tokens.
 
-    Patch token ``skip + r * width + c`` sits at ``(r, c)`` (row-major). Offsets are query minus key. The ids are
-    computed on the CPU (deterministic float32 arithmetic) and then moved to ``device``.
+    Patch token ``skip + (t * height + r) * width + c`` sits at ``(t, r, c)`` (t-major, row-major). Offsets are query
+    minus key. The ids are computed on the CPU (deterministic float32 arithmetic) and then moved to ``device``.
 
     Args:
-        method: ``'product'``, ``'euclidean'``, ``'quant'``, ``'cross_rows'`` or ``'cross_cols'`` (cross is the sum
-            of its two halves, each with its own ids).
+        method: ``'product'``, ``'euclidean'``, ``'quant'``, ``'cross_rows'``, ``'cross_cols'`` or (videos)
+            ``'cross_time'`` (cross is the sum of its parts, each with its own ids).
         height: grid rows H in patches.
         width: grid columns W in patches.
         ratio: iRPE ratio; ``alpha, beta, gamma = ratio, 2 * ratio, 8 * ratio``.
         skip: number of prefix tokens; all their pairs map to the extra last bucket ``irpe_num_buckets(...) - 1``.
         device: where to put the result (default CPU).
+        frames: ``None`` for the 2D (image) buckets; the number of tubelets T for the 3D buckets over
+            ``(dt, dr, dc)`` (product: ``K^3`` buckets, ``K = 2 int(beta) + 1``, time the most significant digit).
 
     Returns:
-        int64 tensor ``(skip + H*W, skip + H*W)``; entry ``[i, j]`` is the bucket of query ``i`` and key ``j``.
+        int64 tensor ``(skip + N, skip + N)``, ``N = [T *] H * W``; entry ``[i, j]`` is the bucket of query ``i`` and
+        key ``j``.
 
     Raises:
-        ValueError: unknown ``method``, or a non-positive grid.
+        ValueError: unknown ``method``, ``'cross_time'`` without ``frames``, or a non-positive grid.
     """
     if method not in _PARTS:
         raise ValueError(f'unknown iRPE bucket method {method!r}; choose one of {list(_PARTS)} '
-                         f'(cross is split into cross_rows and cross_cols)')
-    if height < 1 or width < 1:
-        raise ValueError(f'iRPE needs a positive grid, got height={height}, width={width}')
+                         f'(cross is split into cross_rows, cross_cols and, on videos, cross_time)')
+    if method == 'cross_time' and frames is None:
+        raise ValueError("iRPE 'cross_time' buckets are the time part of a video grid; pass frames=T")
+    if height < 1 or width < 1 or (frames is not None and frames < 1):
+        raise ValueError(f'iRPE needs a positive grid, got frames={frames}, height={height}, width={width}')
     alpha, beta, gamma = irpe_coefficients(ratio)
     beta_int = int(beta)
-    rows = torch.arange(height).repeat_interleave(width)
-    cols = torch.arange(width).repeat(height)
-    dr = rows[:, None] - rows[None, :]  # query minus key
-    dc = cols[:, None] - cols[None, :]
+    t = 1 if frames is None else frames
+    # Every bucket function depends on the per-axis offsets only: evaluate it on the few distinct offsets (or squared
+    # distances) and gather, instead of running g on (N, N) tensors.
+    axes = [(torch.arange(height).repeat_interleave(width).repeat(t), height),   # row of every token
+            (torch.arange(width).repeat(height * t), width)]                       # column
+    if frames is not None:
+        axes.append((torch.arange(t).repeat_interleave(height * width), t))         # tubelet
+
+    def pairwise(axis: int, fn) -> torch.Tensor:
+        """``fn(offset)`` for the (query - key) offset along ``axis`` of every pair, ``(N, N)``."""
+        idx, size = axes[axis]
+        lut = fn(torch.arange(-(size - 1), size))
+        return lut[idx[:, None] - idx[None, :] + (size - 1)]
+
+    def bucket(x: torch.Tensor) -> torch.Tensor:
+        return piecewise_index(x, alpha, beta, gamma) + beta_int
+
     if method == 'product':
-        ids = (piecewise_index(dr, alpha, beta, gamma) + beta_int) * (2 * beta_int + 1) \
-            + piecewise_index(dc, alpha, beta, gamma) + beta_int
+        k = 2 * beta_int + 1
+        ids = pairwise(0, bucket) * k + pairwise(1, bucket)
+        if frames is not None:
+            ids = ids + pairwise(2, bucket) * (k * k)
+    elif method in ('euclidean', 'quant'):
+        sq = sum(pairwise(a, lambda d: d * d) for a in range(len(axes)))
+        values = torch.arange(sum((size - 1) ** 2 for _, size in axes) + 1)
+        lut = bucket(values.float().sqrt().round() if method == 'euclidean' else values)
+        ids = lut[sq]
     else:
-        if method == 'euclidean':
-            arg = (dr * dr + dc * dc).float().sqrt().round()
-        elif method == 'quant':
-            arg = dr * dr + dc * dc
-        elif method == 'cross_rows':
-            arg = dr
-        else:
-            arg = dc
-        ids = piecewise_index(arg, alpha, beta, gamma) + beta_int
+        ids = pairwise(('cross_rows', 'cross_cols', 'cross_time').index(method), bucket)
     if skip > 0:
-        n = skip + height * width
-        full = torch.full((n, n), irpe_num_buckets(method, ratio, skip=0), dtype=torch.long)
+        n = skip + t * height * width
+        num_axes = 2 if frames is None else 3
+        full = torch.full((n, n), irpe_num_buckets(method, ratio, skip=0, num_axes=num_axes), dtype=torch.long)
         full[skip:, skip:] = ids
         ids = full
     return ids.contiguous().to(device) if device is not None else ids.contiguous()
@@ -238,27 +265,33 @@ class IRPETable(nn.Module):
 
 
 class IRPECross(nn.Module):
-    """The ``cross`` method: ``rp_rows`` (row offsets) plus ``rp_cols`` (column offsets), two tables, summed."""
+    """The ``cross`` method: ``rp_rows`` (row offsets) plus ``rp_cols`` (column offsets), and on videos ``rp_time``
+    (tubelet offsets), one table each, summed."""
 
-    def __init__(self, side: str, mode: str, num_heads: int, head_dim: int, num_buckets: int):
+    def __init__(self, side: str, mode: str, num_heads: int, head_dim: int, num_buckets: int, num_axes: int = 2):
         super().__init__()
         self.rp_rows = IRPETable(side, mode, 'cross_rows', num_heads, head_dim, num_buckets)
         self.rp_cols = IRPETable(side, mode, 'cross_cols', num_heads, head_dim, num_buckets)
+        if num_axes == 3:
+            self.rp_time = IRPETable(side, mode, 'cross_time', num_heads, head_dim, num_buckets)
+        else:
+            self.rp_time = None
 
     def tables(self) -> List[IRPETable]:
-        return [self.rp_rows, self.rp_cols]
+        return [self.rp_rows, self.rp_cols] + ([self.rp_time] if self.rp_time is not None else [])
 
 
 class IRPELayer(nn.Module):
     """The iRPE modules of one attention layer: ``rpe_q``, ``rpe_k``, ``rpe_v`` (each a table, a cross pair or None)."""
 
-    def __init__(self, rpe_on: str, method: str, mode: str, num_heads: int, head_dim: int, num_buckets: int):
+    def __init__(self, rpe_on: str, method: str, mode: str, num_heads: int, head_dim: int, num_buckets: int,
+                 num_axes: int = 2):
         super().__init__()
         for side in 'qkv':
             module = None
             if side in rpe_on:
                 if method == 'cross':
-                    module = IRPECross(side, mode, num_heads, head_dim, num_buckets)
+                    module = IRPECross(side, mode, num_heads, head_dim, num_buckets, num_axes)
                 else:
                     module = IRPETable(side, mode, method, num_heads, head_dim, num_buckets)
             setattr(self, f'rpe_{side}', module)
@@ -278,20 +311,20 @@ class IRPEAttnTerm(AttnTerm):
     ``needs_attn_weights`` and ``value_term`` adds the value encoding to ``attn @ v``.
     """
 
-    def __init__(self, layer: IRPELayer, ids: Dict[str, torch.Tensor], num_tokens: int, hw: Tuple[int, int],
+    def __init__(self, layer: IRPELayer, ids: Dict[str, torch.Tensor], num_tokens: int, grid: Tuple[int, ...],
                  skip: int):
         self.layer = layer
         self.ids = ids
         self.num_tokens = num_tokens
-        self.hw = hw
+        self.grid = tuple(grid)
         self.skip = skip
         self.needs_attn_weights = layer.rpe_v is not None
 
     def _check(self, n: int) -> None:
         if n != self.num_tokens:
-            raise ValueError(f'iRPE got {n} tokens but the grid {self.hw[0]}x{self.hw[1]} with skip={self.skip} has '
-                             f'{self.num_tokens} (H*W + skip); pass the true patch grid in Positions and set '
-                             f'skip to the number of prefix tokens')
+            raise ValueError(f'iRPE got {n} tokens but the grid {"x".join(map(str, self.grid))} with skip={self.skip} '
+                             f'has {self.num_tokens} ([T*]H*W + skip, or the kept patches + skip); pass the true patch '
+                             f'grid in Positions and set skip to the number of prefix tokens')
 
     def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> Optional[torch.Tensor]:
         """Sum of the k-side and q-side terms.
@@ -348,13 +381,16 @@ class IRPE(PosEncoding):
     """iRPE for a 2D ViT (Wu et al., ICCV 2021, arXiv:2107.14222), optionally with the DeiT learned APE.
 
     The official DeiT-iRPE models keep DeiT's learned absolute embedding and add iRPE in every block. ``ape=True``
-    reproduces that layout (the embedding lives in ``ape.pos_embed``).
+    reproduces that layout (the embedding lives in ``ape.pos_embed``). With a video ``grid_size=(T', H', W')`` the
+    buckets are 3D over (dt, dr, dc) (see the module docstring) and the optional APE is the 3D table of
+    :class:`~zoo.encodings.absolute.LearnedAPE` (trilinear resampling, no prefix entries).
 
     Args:
         dim: embedding width C.
         num_heads: attention heads; ``head_dim = dim // num_heads``.
         depth: number of blocks; each gets its own tables.
-        grid_size: training grid ``(H, W)`` in patches (sizes the APE; the iRPE tables do not depend on it).
+        grid_size: training grid ``(H, W)`` in patches, or ``(T', H', W')`` for videos (3D buckets); sizes the APE, the
+            iRPE tables do not depend on it otherwise.
         num_prefix_tokens: prefix tokens of the backbone (class + registers).
         ratio: iRPE ratio (paper's default 1.9): ``alpha, beta, gamma = ratio, 2 ratio, 8 ratio``.
         method: ``'product'``, ``'euclidean'`` (alias ``'euc'``), ``'quant'`` or ``'cross'``.
@@ -383,7 +419,7 @@ class IRPE(PosEncoding):
     family = 'iRPE (relative, 2D)'
     adaptation = 'bucket ids recomputed for the new grid (product 1.9 saturates at |offset| >= 4); APE resampled'
 
-    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, int], num_prefix_tokens: int = 1,
+    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], num_prefix_tokens: int = 1,
                  ratio: float = 1.9, method: str = 'product', mode: str = 'contextual', shared_head: bool = True,
                  skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True):
         super().__init__()
@@ -410,58 +446,69 @@ class IRPE(PosEncoding):
         self.shared_head = bool(shared_head)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
-        self.num_buckets = irpe_num_buckets(self.method, self.ratio, self.skip)
+        self.video = len(parse_grid_size('irpe', grid_size)) == 3
+        num_axes = 3 if self.video else 2
+        if self.video:
+            self.family = 'iRPE (relative, 3D)'
+            self.adaptation = ('bucket ids recomputed for the new (T, H, W) grid (product 1.9 saturates at |offset| >= '
+                               '4 per axis); APE resampled trilinearly')
+        self.num_buckets = irpe_num_buckets(self.method, self.ratio, self.skip, num_axes)
         table_heads = 1 if self.shared_head else num_heads
         self.ape = LearnedAPE(dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens) if ape else None
         self.layers = nn.ModuleList([
-            IRPELayer(self.rpe_on, self.method, self.mode, table_heads, self.head_dim, self.num_buckets)
+            IRPELayer(self.rpe_on, self.method, self.mode, table_heads, self.head_dim, self.num_buckets, num_axes)
             for _ in range(depth)])
-        self._parts = ('cross_rows', 'cross_cols') if self.method == 'cross' else (self.method,)
+        cross = ('cross_rows', 'cross_cols', 'cross_time')[:num_axes]
+        self._parts = cross if self.method == 'cross' else (self.method,)
         self._buckets = TableCache(max_entries=16)  # plain attribute: never in the state_dict
 
     def extra_repr(self) -> str:
         return f'method={self.method}, mode={self.mode}, ratio={self.ratio}, rpe_on={self.rpe_on!r}, ' \
                f'shared_head={self.shared_head}, skip={self.skip}, num_buckets={self.num_buckets}'
 
-    def bucket_ids(self, hw: Tuple[int, int], device: torch.device) -> Dict[str, torch.Tensor]:
-        """Cached bucket ids for grid ``hw`` on ``device``.
+    def bucket_ids(self, grid: Tuple[int, ...], device: torch.device) -> Dict[str, torch.Tensor]:
+        """Cached bucket ids for grid ``(H, W)`` (images) or ``(T, H, W)`` (video models) on ``device``.
 
         Returns:
-            ``{part: ids}`` with ``ids`` ``(skip + H*W, skip + H*W)`` int64, plus ``{part + '.t': ids.t()}``
+            ``{part: ids}`` with ``ids`` ``(skip + N, skip + N)`` int64, plus ``{part + '.t': ids.t()}``
             (contiguous) when iRPE is on queries.
         """
-        h, w = hw  # no int(): sizes stay symbolic under torch.export
+        frames = grid[0] if len(grid) == 3 else None  # no int(): sizes stay symbolic under torch.export
+        h, w = grid[-2], grid[-1]
 
         def build():
             out = {}
             for part in self._parts:
-                out[part] = irpe_bucket_ids(part, h, w, self.ratio, self.skip, device)
+                out[part] = irpe_bucket_ids(part, h, w, self.ratio, self.skip, device, frames=frames)
                 if 'q' in self.rpe_on:
                     out[part + '.t'] = out[part].t().contiguous()
             return out
-        return self._buckets.get((h, w, self.method, self.ratio, self.skip, self.rpe_on, str(device)), build)
+        return self._buckets.get((frames, h, w, self.method, self.ratio, self.skip, self.rpe_on, str(device)), build)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return x if self.ape is None else self.ape.embed(x, pos)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> List[IRPEAttnTerm]:
-        if pos.grid is None or pos.grid[0] != 1:
-            raise ValueError(f'iRPE is a 2D encoding and needs a (1, H, W) patch grid, got grid={pos.grid}')
-        hw = pos.hw
+        if pos.grid is None:
+            raise ValueError('iRPE needs a patch grid (Positions.grid), not explicit ids')
+        if not self.video and pos.grid[0] != 1:
+            raise ValueError(f'this iRPE is 2D (built with an (H, W) grid_size) and needs a (1, H, W) patch grid, got '
+                             f'grid={pos.grid}; build it with a (T, H, W) grid_size for videos')
+        grid = tuple(pos.grid) if self.video else pos.hw
         if pos.num_prefix_tokens != self.skip:
             raise ValueError(f'iRPE skip={self.skip} but the input has {pos.num_prefix_tokens} prefix tokens, so the '
-                             f'token count {pos.num_tokens} is not H*W + skip = {hw[0] * hw[1] + self.skip}; build '
-                             f'with skip={pos.num_prefix_tokens} (or leave skip=None)')
-        ids = self.bucket_ids(hw, device)
+                             f'token count {pos.num_tokens} is not [T*]H*W + skip = {pos.num_patches + self.skip}; '
+                             f'build with skip={pos.num_prefix_tokens} (or leave skip=None)')
+        ids = self.bucket_ids(grid, device)
         if pos.is_subset:  # per-sample rows and columns of the full-grid ids
             ids = {part: pos.select(v.unsqueeze(0), 1, dims=(2,)) for part, v in ids.items() if not part.endswith('.t')}
             ids.update({part + '.t': v.transpose(-1, -2).contiguous() for part, v in list(ids.items())
                         if 'q' in self.rpe_on})
         else:
             ids = {part: v.unsqueeze(0) for part, v in ids.items()}
-        return [IRPEAttnTerm(layer, ids, pos.num_tokens, hw, self.skip) for layer in self.layers]
+        return [IRPEAttnTerm(layer, ids, pos.num_tokens, grid, self.skip) for layer in self.layers]
 
-    def set_grid_size(self, grid_size: Tuple[int, int]) -> None:
+    def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         if self.ape is not None:
             self.ape.set_grid_size(grid_size)
 

@@ -1,9 +1,13 @@
-"""Rotary position embeddings for images: RoPE-Axial and RoPE-Mixed.
+"""Rotary position embeddings: RoPE-Axial and RoPE-Mixed (images and videos), and V-JEPA 2's 3D RoPE.
 
-"Rotary Position Embedding for Vision Transformer" (Heo et al., ECCV 2024, arXiv:2403.13298), Sec. 3.
-Layout and numerics follow timm's ``RotaryEmbeddingCat`` / ``RotaryEmbeddingMixed`` so that timm's
-``vit_*_patch16_rope*_224`` weights give the same logits: interleaved channel pairs, integer patch coordinates
-(x = column, y = row), angles and sin/cos in float32, applied by the one kernel (``zoo.encodings.rotation``).
+* "Rotary Position Embedding for Vision Transformer" (Heo et al., ECCV 2024, arXiv:2403.13298), Sec. 3.
+  Layout and numerics follow timm's ``RotaryEmbeddingCat`` / ``RotaryEmbeddingMixed`` so that timm's
+  ``vit_*_patch16_rope*_224`` weights give the same logits: interleaved channel pairs, integer patch coordinates
+  (x = column, y = row), angles and sin/cos in float32. RoPE-Mixed also runs over (x, y, t) for videos.
+* 3D RoPE of V-JEPA 2 ("V-JEPA 2: Self-Supervised Video Models Enable Understanding, Prediction and Planning",
+  Assran et al., arXiv:2506.09985): each head split into contiguous t | h | w chunks.
+
+Every rotation goes through the one kernel (``zoo.encodings.rotation.apply_rope``).
 """
 from __future__ import annotations
 
@@ -14,12 +18,14 @@ from torch import nn
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 
 from ._cache import TableCache, param_key
+from ._grid import parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
 from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
 
-__all__ = ['RotaryTerm', 'RoPEAxial', 'RoPEMixed', 'RoPEMixedAPE', 'patch_coords']
+__all__ = ['RotaryTerm', 'RoPEAxial', 'RoPEMixed', 'RoPEMixedAPE', 'RoPE3D', 'patch_coords', 'init_random_3d_freqs',
+           'PAIRINGS']
 
 
 class RotaryTerm(AttnTerm):
@@ -88,12 +94,16 @@ class RoPEAxial(PosEncoding):
         num_heads: attention heads.
         depth: number of blocks (the same rotation is used by every block).
         theta: frequency base (100 in RoPE-ViT).
+        grid_size: only checked: images only, a video geometry ``(T, H, W)`` is refused (use ``rope3d``).
     """
     family = 'RoPE-Axial'
     adaptation = 'RoPE extrapolated on integer patch positions'
+    supports_video = False
 
-    def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0):
+    def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0,
+                 grid_size: Optional[Tuple[int, ...]] = None):
         super().__init__()
+        refuse_video_grid('rope_axial', grid_size, "'rope3d' (axial t | h | w, V-JEPA 2) or 'rope_mixed'")
         head_dim = _check_rope_geometry('rope_axial', dim, num_heads, theta)
         self.depth = depth
         self.theta = float(theta)
@@ -120,53 +130,106 @@ class RoPEAxial(PosEncoding):
         return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device).select(pos)] * self.depth
 
 
+def init_random_3d_freqs(head_dim: int, depth: int, num_heads: int, theta: float = 10.0) -> torch.Tensor:
+    """RoPE-Mixed frequencies for (x, y, t): the 3D analogue of timm's ``init_random_2d_freqs``.
+
+    The ``head_dim / 2`` pairs form three contiguous groups of ``m = ceil(head_dim / 6)`` (the last may be
+    shorter); pair ``j`` of group ``g`` gets magnitude ``theta^(-j / m)`` along direction ``g`` of a random
+    orthonormal frame drawn per block and head (the 2D rule: two groups of ``head_dim / 4``, two orthogonal
+    directions at a random angle).
+
+    Returns:
+        ``(3, depth, num_heads, head_dim // 2)`` float32, components (x, y, t).
+    """
+    n = head_dim // 2
+    m = -(-n // 3)
+    i = torch.arange(n)
+    group, j = i // m, (i % m).float()
+    mag = 1.0 / theta ** (j / m)                                             # (n,)
+    q, r = torch.linalg.qr(torch.randn(depth, num_heads, 3, 3))
+    frame = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)  # columns: random orthonormal dirs
+    dirs = frame[..., group]                                                 # (depth, heads, 3, n)
+    return (dirs * mag).permute(2, 0, 1, 3).contiguous()
+
+
 @register_pos_encoding('rope_mixed')
 class RoPEMixed(PosEncoding):
-    """RoPE-Mixed (Heo et al. 2024, Eq. 11-12): learnable 2D frequencies per block and head; pair i of head h in
-    block d turns by ``x * f_x[d, h, i] + y * f_y[d, h, i]``.
+    """RoPE-Mixed (Heo et al. 2024, Eq. 11-12): learnable frequencies per block and head; pair i of head h in
+    block d turns by ``x * f_x[d, h, i] + y * f_y[d, h, i]`` (images) or ``... + t * f_t[d, h, i]`` (videos).
+
+    Videos (``grid_size=(T', H', W')``): a third, learned temporal frequency per pair, on the integer tubelet index t
+    (x = column, y = row as for images), initialised by :func:`init_random_3d_freqs`. More frames or a bigger frame
+    extrapolate to larger integer positions; nothing is resampled. A 2D model is the ``f_t = 0`` case, so a 2D
+    checkpoint inflates by appending a zero ``f_t`` (each frame then gets the image rotation).
 
     Args:
         dim: embedding width; ``head_dim`` must be divisible by 4.
         num_heads: attention heads.
         depth: number of blocks.
         theta: base of the initial frequency magnitudes (10 in RoPE-ViT); each head starts at a random direction.
+        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos; only its length matters).
 
-    Parameters: ``freqs`` ``(2, depth, num_heads, head_dim // 2)`` (x then y), no weight decay.
-    Derived angles are recomputed every training forward and cached per (grid, device, parameter version) in eval.
+    Parameters: ``freqs`` ``(2, depth, num_heads, head_dim // 2)`` (x then y), ``(3, ...)`` (x, y, t) for videos; no
+    weight decay. Derived angles are recomputed every training forward and cached per (grid, device, parameter
+    version) in eval.
     """
     family = 'RoPE-Mixed'
     adaptation = 'RoPE extrapolated on integer patch positions (learned frequencies)'
 
-    def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0):
+    def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0,
+                 grid_size: Optional[Tuple[int, ...]] = None):
         super().__init__()
         head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
         self.theta = float(theta)
-        self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
+        self.video = grid_size is not None and len(parse_grid_size('rope_mixed', grid_size)) == 3
+        if self.video:
+            self.adaptation = ('RoPE extrapolated on integer tubelet / patch positions (learned x, y, t '
+                               'frequencies)')
+            self.freqs = nn.Parameter(init_random_3d_freqs(head_dim, depth, num_heads, theta=theta))
+        else:
+            self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
-    def angles(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)``."""
+    def angles(self, x: torch.Tensor, y: torch.Tensor, t: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` (and ``t``
+        for video frequencies) ``(N,)`` in patches / tubelets."""
         freqs = self.freqs.float()
-        return x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
+        out = x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
+        if self.video:
+            out = out + t.float()[:, None] * freqs[2].unsqueeze(-2)
+        return out
 
-    def _terms(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> List[RotaryTerm]:
-        angles = self.angles(*patch_coords(hw, device))  # (depth, heads, N, head_dim // 2)
+    def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device) -> List[RotaryTerm]:
+        if self.video:
+            coords = grid_coords(grid, device)  # (N, 3): t, row, col
+            angles = self.angles(coords[:, 2], coords[:, 1], coords[:, 0])
+        else:
+            angles = self.angles(*patch_coords(grid, device))  # (depth, heads, N, head_dim // 2)
         return [RotaryTerm.from_angles(a.unsqueeze(0), num_prefix_tokens) for a in angles.unbind(0)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        hw, npt = pos.hw_2d('rope_mixed'), pos.num_prefix_tokens
-        if self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
-            terms = self._terms(hw, npt, device)  # carries the graph to freqs: never cached
+        if self.video:
+            if pos.grid is None:
+                raise ValueError('rope_mixed needs a patch grid (Positions.grid), not explicit ids')
+            grid = tuple(pos.grid)
         else:
-            terms = self._cache.get(lambda: (hw, npt, device, param_key([self.freqs])),
-                                    lambda: self._terms(hw, npt, device))
+            grid = pos.hw_2d('rope_mixed')
+        npt = pos.num_prefix_tokens
+        if self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
+            terms = self._terms(grid, npt, device)  # carries the graph to freqs: never cached
+        else:
+            terms = self._cache.get(lambda: (grid, npt, device, param_key([self.freqs])),
+                                    lambda: self._terms(grid, npt, device))
         return terms if not pos.is_subset else [t.select(pos) for t in terms]
 
     def reset_parameters(self) -> None:
-        """Random 2D directions per head (timm ``init_random_2d_freqs``); child modules (the optional APE) too."""
+        """Random directions per head (timm ``init_random_2d_freqs``, or :func:`init_random_3d_freqs` for videos);
+        child modules (the optional APE) too."""
+        head_dim, depth, heads = self.freqs.shape[-1] * 2, self.freqs.shape[1], self.freqs.shape[2]
         with torch.no_grad():
-            self.freqs.copy_(init_random_2d_freqs(self.freqs.shape[-1] * 2, self.freqs.shape[1], self.freqs.shape[2],
-                                                  temperature=self.theta))
+            init = init_random_3d_freqs(head_dim, depth, heads, theta=self.theta) if self.video else \
+                init_random_2d_freqs(head_dim, depth, heads, temperature=self.theta)
+            self.freqs.copy_(init)
         super().reset_parameters()
 
     def no_weight_decay(self) -> set:
@@ -177,14 +240,18 @@ class RoPEMixed(PosEncoding):
 class RoPEMixedAPE(RoPEMixed):
     """RoPE-Mixed plus a learned APE on the patch tokens (RoPE-ViT's "RoPE-Mixed + APE", timm ``no_embed_class``).
 
-    Parameters: ``freqs`` as RoPE-Mixed, ``ape.pos_embed`` ``(1, H*W, C)``.
+    Videos (``grid_size=(T', H', W')``): RoPE-Mixed over (x, y, t) plus a 3D learned table resampled trilinearly.
+
+    Parameters: ``freqs`` as RoPE-Mixed, ``ape.pos_embed`` ``(1, H*W, C)`` (``(1, T'*H'*W', C)`` for videos).
     """
     family = 'RoPE-Mixed + APE'
     adaptation = 'RoPE extrapolated on integer patch positions; APE resampled bicubically'
 
-    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, int], theta: float = 10.0):
-        super().__init__(dim, num_heads, depth, theta=theta)
+    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], theta: float = 10.0):
+        super().__init__(dim, num_heads, depth, theta=theta, grid_size=grid_size)
         self.ape = LearnedAPE(dim, grid_size, num_prefix_tokens=0, embed_prefix=False)
+        if self.video:
+            self.adaptation = 'RoPE extrapolated on integer (t, row, col) positions; APE resampled trilinearly'
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return self.ape.embed(x, pos)
@@ -194,3 +261,125 @@ class RoPEMixedAPE(RoPEMixed):
 
     def no_weight_decay(self) -> set:
         return {'freqs', 'ape.pos_embed'}
+
+
+PAIRINGS = ('interleaved', 'vjepa2')
+
+
+@register_pos_encoding('rope3d')
+class RoPE3D(PosEncoding):
+    """V-JEPA 2's 3D RoPE: each head split into contiguous chunks ``[t | h | w | rest]``.
+
+    Each of t, h, w gets ``sub = 2 * ((head_dim // 3) // 2)`` channels; the ``rest = head_dim - 3 * sub`` last
+    channels are not rotated. Chunk frequencies ``w_j = theta^(-j / (sub / 2))``, ``j < sub / 2``; the angle of a
+    token is its integer tubelet index (t chunk), patch row (h chunk) or patch column (w chunk) times ``w_j``: no
+    scaling, no centring. More frames or a bigger frame: the same formula at larger integer positions
+    (extrapolation); positions of the trained grid keep their angles. On an image grid ``(1, H, W)`` the t chunk is
+    the identity. Token subsets (V-JEPA masking): each kept token keeps its original (t, h, w).
+
+    Pairings (both applied by the one kernel, :func:`zoo.encodings.rotation.apply_rope` with interleaved pairs):
+        * ``'interleaved'`` (default): the correct RoPE, channels ``(2i, 2i+1)`` of a chunk turn together by angle
+          ``i`` (V-JEPA 2's documented fix, ``repeat_interleave(2)``). Orthogonal; scores depend on (dt, dr, dc) only.
+        * ``'vjepa2'``: the released code's pairing, which released V-JEPA 2 weights need. Its sin/cos tables repeat
+          the ``sub / 2`` angles as two halves (``cat([a, a])``) but pair interleaved channels, so element ``m`` of a
+          chunk uses angle ``m mod (sub / 2)`` and the two members of a pair turn by different angles:
+          ``out[2i] = x[2i] cos a[2i] - x[2i+1] sin a[2i]``, ``out[2i+1] = x[2i+1] cos a[2i+1] + x[2i] sin a[2i+1]``
+          with ``a = cat([angles, angles])``. Not a rotation (not orthogonal).
+
+    Positions come from the grid (``Positions.grid``; prefix tokens get angle 0, the identity) or from explicit
+    per-token ids ``Positions.ids`` ``(3, B, L)`` = (t, row, col), which may be non-integer (V-JEPA 2-AC's grid
+    rescaling). Angles, sin and cos are float32 (float64 for float64 inputs; see :mod:`zoo.encodings.rotation`)
+    unless ``angle_dtype='input'``: then, as V-JEPA 2's code does, frequencies, angles, sin, cos and the products are
+    in q/k's dtype, so a bf16 model rotates by bf16-rounded angles exactly like the released code (and the weights
+    trained under bf16 autocast). The float32 default is the more accurate rotation.
+
+    Args:
+        dim: embedding width; ``head_dim = dim / num_heads`` must be even and at least 6.
+        num_heads: attention heads.
+        depth: number of blocks (every block uses the same rotation).
+        theta: frequency base (10000 in V-JEPA 2).
+        pairing: ``'interleaved'`` or ``'vjepa2'``.
+        angle_dtype: ``'float32'`` (the zoo's policy) or ``'input'`` (V-JEPA 2's: the dtype of q and k).
+
+    Raises:
+        ValueError: bad geometry, ``theta``, ``pairing`` or ``angle_dtype``; at forward explicit ids that are not ``(3, B, L)``.
+    """
+    family = 'RoPE-3D (axial t | h | w, V-JEPA 2)'
+    adaptation = 'RoPE extrapolated on integer tubelet / patch positions (t, row, col)'
+
+    def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10000.0, pairing: str = 'interleaved',
+                 angle_dtype: str = 'float32'):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f'rope3d: dim {dim} is not divisible by num_heads {num_heads}')
+        head_dim = dim // num_heads
+        if head_dim % 2 or head_dim < 6:
+            raise ValueError(f'rope3d needs an even head_dim >= 6 (three chunks of channel pairs), got {head_dim}; '
+                             f'change embed_dim/num_heads')
+        if not theta > 0:
+            raise ValueError(f'rope3d theta must be > 0, got {theta}')
+        if pairing not in PAIRINGS:
+            raise ValueError(f"rope3d pairing must be one of {PAIRINGS} ('vjepa2' = the released V-JEPA 2 code's "
+                             f"non-orthogonal pairing), got {pairing!r}")
+        if angle_dtype not in ('float32', 'input'):
+            raise ValueError(f"rope3d angle_dtype must be 'float32' or 'input' (V-JEPA 2's q/k dtype), got "
+                             f"{angle_dtype!r}")
+        self.depth, self.head_dim, self.theta, self.pairing = depth, head_dim, float(theta), pairing
+        self.angle_dtype = angle_dtype
+        self.sub = 2 * ((head_dim // 3) // 2)
+        self.rest = head_dim - 3 * self.sub
+        self._cache = TableCache()
+
+    def extra_repr(self) -> str:
+        return f'head_dim={self.head_dim}, sub={self.sub}, rest={self.rest}, theta={self.theta}, ' \
+               f'pairing={self.pairing!r}, angle_dtype={self.angle_dtype!r}'
+
+    def _table_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """Precision of the angles and tables for q/k of ``dtype``."""
+        if dtype == torch.float64 or (self.angle_dtype == 'input' and dtype in (torch.bfloat16, torch.float16)):
+            return dtype
+        return torch.float32
+
+    def sin_cos(self, coords: torch.Tensor, dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Kernel tables for positions ``coords`` ``(..., L, 3)`` (t, row, col).
+
+        Returns:
+            ``(sin, cos)``, each ``(..., L, head_dim)``, for ``apply_rope(x, sin, cos, 'interleaved')``: float32,
+            float64 when ``dtype`` is float64, ``dtype`` itself with ``angle_dtype='input'``.
+        """
+        cdtype = self._table_dtype(dtype)
+        bands = rope_frequencies(self.sub // 2, self.theta, device=coords.device, dtype=cdtype)
+        angles = coords.to(cdtype)[..., None] * bands                        # (..., L, 3, sub / 2)
+        if self.pairing == 'interleaved':
+            angles = torch.cat([angles.flatten(-2), angles.new_zeros(*angles.shape[:-2], self.rest // 2)], -1)
+            sin, cos = rope_sin_cos(angles, 'interleaved')
+        else:
+            sin, cos = rope_sin_cos(angles, 'half')                          # (..., L, 3, sub): cat([a, a]) per chunk
+            pad = sin.new_zeros(*sin.shape[:-2], self.rest)
+            sin, cos = torch.cat([sin.flatten(-2), pad], -1), torch.cat([cos.flatten(-2), pad + 1], -1)
+        return sin.to(cdtype), cos.to(cdtype)
+
+    def term(self, grid: Tuple[int, int, int], num_prefix_tokens: int, dtype: torch.dtype,
+             device: torch.device) -> RotaryTerm:
+        """The (cached) full-grid term; prefix tokens first, at position 0 (identity)."""
+        def build():
+            coords = grid_coords(grid, device)
+            if num_prefix_tokens:
+                coords = torch.cat([coords.new_zeros(num_prefix_tokens, 3), coords])
+            sin, cos = self.sin_cos(coords, dtype)
+            return RotaryTerm(sin[None, None], cos[None, None], 'interleaved')
+        return self._cache.get((tuple(grid), num_prefix_tokens, self._table_dtype(dtype), device), build)
+
+    def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if pos.ids is not None:
+            ids = pos.ids
+            if ids.dim() != 3 or ids.shape[0] != 3:
+                raise ValueError(f'rope3d: Positions.ids must be (3, B, L) = (t, row, col) per token, got '
+                                 f'{tuple(ids.shape)}')
+            sin, cos = self.sin_cos(ids.to(device).permute(1, 2, 0), dtype)  # (B, L, head_dim)
+            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved')
+        elif pos.grid is None:
+            raise ValueError('rope3d needs a patch grid (Positions.grid) or (3, B, L) ids (Positions.ids)')
+        else:
+            term = self.term(tuple(pos.grid), pos.num_prefix_tokens, dtype, device).select(pos)
+        return [term] * self.depth

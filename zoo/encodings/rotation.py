@@ -24,18 +24,22 @@ LAYOUTS = ('interleaved', 'half')
 
 
 def rope_frequencies(num_bands: int, theta: float, device: Optional[torch.device] = None,
-                     step: float = 1.0) -> torch.Tensor:
-    """Frequency bands ``theta^(-step * i / num_bands)`` for ``i < num_bands``, float32 radians per position unit.
+                     step: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Frequency bands ``theta^(-step * i / num_bands)`` for ``i < num_bands``, radians per position unit.
 
     ``step=1`` gives RoPE-ViT's axial bands (``num_bands = head_dim / 4``); for 1D RoPE over ``D`` channels,
     ``theta^(-2i/D)`` is ``rope_frequencies(D // 2, theta)``.
+
+    Args:
+        dtype: float32 (the default and the zoo's precision policy) or float64 (for float64 inputs).
 
     Raises:
         ValueError: ``num_bands < 1`` or ``theta <= 0``.
     """
     if num_bands < 1 or not theta > 0:
         raise ValueError(f'need num_bands >= 1 and theta > 0, got num_bands={num_bands}, theta={theta}')
-    exponent = torch.arange(num_bands, dtype=torch.float32, device=device) * (step / num_bands)
+    # divide (as timm's freq_bands, Hugging Face and V-JEPA 2 do): i * (1 / n) is off by an ulp when n is no power of 2
+    exponent = torch.arange(num_bands, dtype=dtype, device=device) * step / num_bands
     return 1.0 / (float(theta) ** exponent)
 
 
