@@ -156,6 +156,10 @@ def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True,
 
     ``use_ema`` loads the checkpoint's ``model_ema`` weights (``ValueError`` when it has none).
 
+    An open_clip / OpenAI CLIP checkpoint (ViT visual tower) goes through
+    :func:`zoo.integrations.open_clip.convert_clip_visual` (any PE; the model should be a ``clip_pe_vit_*`` tower or
+    have the CLIP layout): ``zoo train --initial-checkpoint clip.pt`` fine-tunes a CLIP tower as a classifier.
+
     Learned APE tables are resampled to the model's grid by the filter. A classifier of another size is kept at the
     model's initialisation when ``allow_new_classifier`` (fine-tuning on a new label set), else reported.
 
@@ -172,7 +176,13 @@ def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True,
                              'drop --use-ema to evaluate its raw weights')
         ckpt = ckpt['model_ema']
     try:
-        state = checkpoint_filter_fn(ckpt, model) if is_zoo_model(model) else _plain_timm_state(ckpt, model)
+        if is_zoo_model(model) and _is_clip(ckpt):  # open_clip / OpenAI CLIP ViT: its visual tower, any PE
+            from zoo.integrations.open_clip import convert_clip_visual
+            state = convert_clip_visual(ckpt, model, head='')
+        elif is_zoo_model(model):
+            state = checkpoint_filter_fn(ckpt, model)
+        else:
+            state = _plain_timm_state(ckpt, model)
     except CheckpointMismatchError as e:
         raise CheckpointMismatchError(f'{path!r}: {e}') from None
     own = model.state_dict()
@@ -190,6 +200,11 @@ def load_weights(model: nn.Module, path: str, allow_new_classifier: bool = True,
     except RuntimeError as e:
         raise CheckpointMismatchError(f'{path!r} does not load into {type(model).__name__}: '
                                       f'{" ".join(str(e).split())[:600]}') from None
+
+
+def _is_clip(ckpt: Any) -> bool:
+    from zoo.integrations.open_clip import is_clip_visual_state_dict
+    return is_clip_visual_state_dict(ckpt)
 
 
 def _plain_timm_state(ckpt: Dict[str, Any], model: nn.Module) -> Dict[str, Any]:

@@ -85,6 +85,17 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
     p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
     p.add_argument('--note', action='append', default=[], metavar='TEXT', help='paragraph added to report.md')
     p.add_argument('--no-progress', action='store_true', help='no tqdm progress bars')
+    z = p.add_argument_group('CLIP zero-shot (--zero-shot; needs open_clip_torch)')
+    z.add_argument('--zero-shot', action='store_true',
+                   help='evaluate CLIP models zero-shot: --model is an open_clip config (zoo-ViT-B-16-<pe>, or a stock '
+                        'ViT config such as ViT-B-16, whose tower becomes a zoo ape tower so that it can change '
+                        'size), --checkpoint a local CLIP weights file; classes scored by open_clip\'s zero-shot '
+                        'classifier (class names x templates)')
+    z.add_argument('--templates', default='openai', metavar='SET|TXT',
+                   help='prompt templates: openai (80), simple (2), or a file with one template per line ({} = class)')
+    z.add_argument('--class-names', metavar='TXT', help='prompt class names, one per line in class-folder order '
+                                                      '(default: folder names, _ as spaces)')
+    z.add_argument('--quick-gelu', action='store_true', help='QuickGELU activations (OpenAI CLIP weights)')
     return p
 
 
@@ -96,7 +107,9 @@ def _deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _short_name(model_name: str) -> str:
-    """``pe_vit_tiny_patch16_rope_mixed_224`` -> ``rope_mixed``."""
+    """``pe_vit_tiny_patch16_rope_mixed_224`` -> ``rope_mixed`` (``clip_pe_vit_*`` -> ``clip rope_mixed``)."""
+    if model_name.startswith('clip_pe_vit_'):
+        return 'clip ' + _short_name(model_name[len('clip_'):])
     parts = model_name.split('_')
     if model_name.startswith('pe_vit_') and len(parts) > 5 and parts[3].startswith('patch'):
         return '_'.join(parts[4:-1])
@@ -248,12 +261,33 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         return _sweep(args, staged=bool(old))
 
 
+def _load_zero_shot(args, entries: List[Dict[str, Any]], classes: List[str]):
+    """``--zero-shot``: CLIP models as zero-shot classifiers over the folder's classes."""
+    from .zero_shot import class_prompts_names, load_templates, load_zero_shot_model
+    if args.run or not args.model:
+        raise ValueError('--zero-shot takes --model NAME --checkpoint PATH pairs (an open_clip config such as '
+                         'zoo-ViT-B-16-rope_mixed and a CLIP weights file), not --run')
+    if args.use_ema or args.model_kwargs:
+        raise ValueError('--zero-shot evaluates open_clip models as built from their config: drop --use-ema and '
+                         '--model-kwargs')
+    templates = load_templates(args.templates)
+    names = class_prompts_names(classes, args.class_names)
+    device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    return [load_zero_shot_model(e['model'], e['checkpoint'], names, templates, args.quick_gelu, device)
+            for e in entries]
+
+
 def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> List[Dict[str, Any]]:
     """Load every model and check every (model, size) before spending time on evaluation."""
     cli_kwargs = parse_model_kwargs(args.model_kwargs)
     loaded = []
-    for i, entry in enumerate(_entries(args)):
-        model, meta = _load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
+    entries = _entries(args)
+    clip = _load_zero_shot(args, entries, classes) if args.zero_shot else None
+    for i, entry in enumerate(entries):
+        if clip is not None:
+            model, meta = clip[i]
+        else:
+            model, meta = _load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
         name = meta.get('model_name', entry['model'])
         if isinstance(getattr(getattr(model, 'patch_embed', None), 'proj', None), torch.nn.Conv3d):
             raise ValueError(f'{name} is a video model (clips, not images); evaluate it with zoo eval-frames')
@@ -326,7 +360,8 @@ def _sweep(args, staged: bool) -> Dict[str, Any]:
                     batch_size=args.batch_size, device=str(device), amp=dtype is not None,
                     amp_dtype=str(dtype).replace('torch.', '') if dtype is not None else None,
                     max_per_class=args.max_per_class, unreadable=[], zero_shot=True,
-                    weights='EMA' if args.use_ema else 'raw')
+                    weights='EMA' if args.use_ema else 'raw',
+                    clip_templates=args.templates if args.zero_shot else None)
     total = len(loaded) * len(sizes)
     rows: List[Dict[str, Any]] = []
     datasets: Dict[tuple, Any] = {}
