@@ -11,7 +11,7 @@ Steps (each one a plain ``zoo`` command, logged to ``runs/cifar10/<run>.log``):
 3. for every run: ``zoo eval-resolution --run runs/cifar10/<pe>_s<S> --sizes 24 32 40 48 56 64 ...`` (0.75x-2x of
    the 32 px training size, multiples of the 8 px patch);
 4. merge the per-run results into ``runs/cifar10/eval/`` (report.md, results.csv/json, scaling.png) and write
-   ``docs/results/cifar10.md`` + ``docs/results/cifar10.png``.
+   ``docs/results/cifar10.md``, ``cifar10.png``, ``cifar10_heatmap.png`` and ``cifar10_results.csv``.
 
 Jobs run ``--jobs`` at a time with ``--threads`` torch threads each (2 x 1 uses two cores without thread
 oversubscription). Finished runs are skipped and interrupted ones resumed when the script is started again.
@@ -251,6 +251,8 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
         os.makedirs(eval_dir, exist_ok=True)
         paths = write_report(rows, models, protocol, eval_dir)
         shutil.copyfile(paths['png'], png_path)
+        shutil.copyfile(paths['heatmap'], os.path.join(args.docs, 'cifar10_heatmap.png'))
+        shutil.copyfile(paths['csv'], os.path.join(args.docs, 'cifar10_results.csv'))
         df = pd.DataFrame(rows)
         train_size = int(recipe['img_size'])
         val = {r['label']: r['val_top1'] for r in ok}
@@ -263,7 +265,11 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
             'the training size, from training.', '',
             _with_val_column(markdown_table(df, 'top1'), val), '',
             'Bold: best per size. ◦: training size.', '',
-            '![top-1 against resolution](cifar10.png)', '']
+            '![top-1 against resolution](cifar10.png)', '',
+            '![top-1 heatmap, model x size](cifar10_heatmap.png)', '',
+            'Rows: `cifar10_results.csv`. Redraw both figures from them without evaluating: `python -m '
+            'zoo.eval.report docs/results/cifar10_results.csv --png docs/results/cifar10.png --heatmap '
+            'docs/results/cifar10_heatmap.png`.', '']
         lines += noise_section(df, ok, list(args.sizes), train_size)
     lines += ['## Recipe', '',
               f'One recipe for every PE; `configs/cifar10_<pe>.yaml` differ only in `model`. CPU-sized: a ViT with '

@@ -97,7 +97,8 @@ def test_converter_any_pe_keeps_resamples_or_drops_the_ape(clip_file, pe):
     model = zoc.create_model_from_clip(path, pe=pe, head_width=32)
     own = model.state_dict()
     pos, cls = sd['visual.positional_embedding'], sd['visual.class_embedding']
-    torch.testing.assert_close(own['blocks.1.attn.qkv.weight'], sd['visual.transformer.resblocks.1.attn.in_proj_weight'])
+    torch.testing.assert_close(own['blocks.1.attn.qkv.weight'],
+                               sd['visual.transformer.resblocks.1.attn.in_proj_weight'])
     torch.testing.assert_close(own['head.weight'], sd['visual.proj'].t())
     if pe == 'irpe_k':  # iRPE's APE has a class entry: kept as is
         torch.testing.assert_close(own['pe.ape.pos_embed'][0], pos)

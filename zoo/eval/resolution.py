@@ -4,7 +4,8 @@ Models come as ``--run DIR`` (a ``zoo train`` output dir: its final ``checkpoint
 (a zoo checkpoint rebuilds its model from the recorded name and options), or as ``--model NAME --checkpoint PATH``
 pairs (in order; ``--checkpoint pretrained`` loads timm's weights for NAME). For every size the trained model is copied,
 moved to that size with ``set_input_size`` (which adapts its PE), and evaluated on the folder with timm's eval transform
-(resize + center crop). Results go to ``results.csv``, ``results.json``, ``report.md`` and ``scaling.png``.
+(resize + center crop). Results go to ``results.csv``, ``results.json``, ``report.md``, ``scaling.png`` and
+``heatmap.png``.
 
 The sweep keeps what it finishes: after every (model, size) the four files are rewritten atomically. With
 ``--overwrite`` over an existing report, the new files are written to ``OUTPUT/incomplete/`` and replace the old
@@ -45,7 +46,7 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
         prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description='Zero-shot top-1/top-5 and throughput of one or more models at several input sizes, on an '
                     'ImageFolder (DATA/val, DATA/test, or DATA itself holding the class folders, e.g. ImageNet val). '
-                    'Writes OUTPUT/results.csv, results.json, report.md and scaling.png.',
+                    'Writes OUTPUT/results.csv, results.json, report.md, scaling.png and heatmap.png.',
         epilog='Models: --run DIR (a zoo train output dir; uses its final checkpoint-last.pth, not the best-on-val one), --checkpoint PATH (a zoo '
                'checkpoint records its model), or --model NAME --checkpoint PATH pairs, matched in order '
                '(--checkpoint pretrained = timm weights of NAME). Example: zoo eval-resolution --run runs/ape '
@@ -190,7 +191,7 @@ def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any], use_ema: bool
     return model, meta
 
 
-_RESULT_FILES = ('results.csv', 'results.json', 'report.md', 'scaling.png')
+_RESULT_FILES = ('results.csv', 'results.json', 'report.md', 'scaling.png', 'heatmap.png')
 _STAGING = 'incomplete'
 
 

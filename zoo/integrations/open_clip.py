@@ -82,7 +82,8 @@ def clip_config_name(image_model: str) -> str:
     """``pe_vit_base_patch16_rope_mixed_224`` -> ``zoo-ViT-B-16-rope_mixed`` (the open_clip config name)."""
     p = _IMAGE_MODEL.match(image_model)
     if p is None or p['size'] not in _SIZE_TAGS:
-        raise ValueError(f'{image_model!r} is not a zoo image model name (pe_vit_{{tiny,small,base}}_patch16_{{pe}}_224)')
+        raise ValueError(f'{image_model!r} is not a zoo image model name '
+                         '(pe_vit_{tiny,small,base}_patch16_{pe}_224)')
     return f'zoo-ViT-{_SIZE_TAGS[p["size"]][0]}-{p["patch"]}-{p["suffix"]}'
 
 
@@ -206,12 +207,13 @@ def clip_visual_state_dict(state_dict: Dict[str, Any]) -> Dict[str, torch.Tensor
         elif any(k.startswith(('layer1.', 'attnpool.')) for k in sd):
             found = 'a ModifiedResNet CLIP tower (RN50 ...), which has no ViT position encoding'
         elif 'pos_embed' in sd or 'cls_token' in sd:
-            found = 'a timm ViT (pos_embed/cls_token): load it with timm.create_model(..., pretrained=True) or zoo load_weights'
+            found = ('a timm ViT (pos_embed/cls_token): load it with timm.create_model(..., pretrained=True) or '
+                     'zoo load_weights')
         else:
             found = f'keys such as {sorted(sd)[:4]}'
         raise CheckpointMismatchError(
-            f'not an open_clip / OpenAI CLIP ViT visual tower: missing {missing}; found {found}. Expected the open_clip '
-            'VisionTransformer layout (conv1, class_embedding, positional_embedding, ln_pre, '
+            f'not an open_clip / OpenAI CLIP ViT visual tower: missing {missing}; found {found}. Expected the '
+            'open_clip VisionTransformer layout (conv1, class_embedding, positional_embedding, ln_pre, '
             'transformer.resblocks.N.attn.in_proj_weight, ..., ln_post, proj), optionally under visual.')
     return sd
 
@@ -309,7 +311,8 @@ def convert_clip_visual(state_dict: Dict[str, Any], model: nn.Module, head: str 
     if 'patch_embed.proj.bias' in own:
         problems.append('the model has a patch-embedding bias; CLIP has none (pre_norm=True removes it)')
     unknown = sorted(k for k in sd if not (
-        k in ('conv1.weight', 'class_embedding', 'positional_embedding', 'proj') or k.startswith(('ln_pre.', 'ln_post.'))
+        k in ('conv1.weight', 'class_embedding', 'positional_embedding', 'proj')
+        or k.startswith(('ln_pre.', 'ln_post.'))
         or re.match(r'transformer\.resblocks\.\d+\.(' + '|'.join(re.escape(b) for b in _BLOCK_KEYS) + r')', k)))
     if unknown:
         problems.append(f'CLIP keys the zoo ViT has no place for (attentional pooler, qk-norm or scaled attention '
