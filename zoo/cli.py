@@ -75,6 +75,17 @@ def _cmd_eval_frames(argv: List[str]) -> int:
     return 0
 
 
+def _cmd_eval_video(argv: List[str]) -> int:
+    from zoo.eval.videoqa import eval_video
+    result = eval_video(argv)
+    print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"].get("png", "-")}')
+    if result['failed']:
+        print(f'zoo eval-video: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
+              f'{result["paths"]["md"]}', file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_demo(argv: List[str]) -> int:
     from zoo.demo import demo
     demo(argv)
@@ -98,6 +109,7 @@ SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
     'train-vlm': (_cmd_train_vlm, 'train a video-LLM pe_vlm_* on MVBench-style video QA (zoo train-vlm --help)'),
     'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
     'eval-frames': (_cmd_eval_frames, 'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
+    'eval-video': (_cmd_eval_video, 'video-LLMs: multiple-choice video QA accuracy across frame counts (+ V-NIAH)'),
     'make-videos': (_cmd_make_videos, 'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
     'make-videoqa': (_cmd_make_videoqa, 'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
     'demo': (_cmd_demo, 'train 3 tiny PE models on bundled CIFAR-10 images and print a resolution report (~2 min)'),
