@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/throughput.py                       # all PEs, 224 and 384, inference + training step
+    python benchmarks/throughput.py --video --memory      # video ViT-S, 8 and 16 frames of 224 px, batch 2
     python benchmarks/throughput.py --pes ape rope_mixed --sizes 224 --no-train --repeats 5
     python benchmarks/throughput.py --train-only --pes ape rope_mixed irpe_k comrope_ap
 
@@ -12,6 +13,11 @@ backward and an SGD step. Models are timed round-robin (one batch of each model 
 reference model of the same size and mode: timm's ``vit_small_patch16_224`` for inference (``ratio vs timm APE``) and
 our ``rope_mixed`` (``ratio vs rope_mixed``). Peak memory (``--memory``) is the growth of the peak resident set size
 (ru_maxrss) of a fresh process while it runs the timed loop of that one model, in MiB.
+
+``--video``: every 3D PE in the video ViT-S (``pe_video_vit_small_patch16_<pe>_224``: tubelet 2 x 16 x 16, no class
+token, mean pooling) on clips of ``--frames`` frames of ``--sizes`` px, batch 2 by default; ratios are time / time of
+our ``sincos`` video model (VideoMAE's fixed 1D table) of the same clip and mode, and ``--memory`` measures the peak
+memory of the ``--memory-pes`` only (iRPE's per-pair tables against the sin-cos baseline).
 """
 from __future__ import annotations
 
@@ -36,14 +42,24 @@ TIMM_BASELINES = ['vit_small_patch16_224', 'vit_small_patch16_rope_224', 'vit_sm
 DEFAULT_PES = ['ape', 'sincos', 'nope', 'peg', 'fourier', 'rope_axial', 'rope_mixed', 'rope_mixed_ape',
                'irpe_k', 'irpe_qkv', 'comrope_ap', 'comrope_ld', 'liere']
 TRAIN_PES = ['ape', 'rope_mixed', 'irpe_k', 'irpe_qkv', 'comrope_ap', 'comrope_ld', 'liere']
+VIDEO_PES = ['sincos', 'ape', 'st_ape', 'sincos3d', 'nope', 'peg', 'fourier', 'rope3d', 'rope_mixed', 'comrope_ap',
+             'comrope_ld', 'liere', 'irpe_k']
 
 
 def model_name(key: str) -> str:
     return key if key.startswith('vit_') else f'pe_vit_small_patch16_{key}_224'
 
 
-def build(key: str, size: int) -> torch.nn.Module:
+def build(key: str, size: int, frames: int = 0) -> torch.nn.Module:
+    """The image model of ``key`` at ``size`` px, or with ``frames`` > 0 the video ViT-S at ``frames`` frames."""
+    if frames:
+        return timm.create_model(f'pe_video_vit_small_patch16_{key}_224', img_size=size, num_frames=frames,
+                                 num_classes=400)
     return timm.create_model(model_name(key), img_size=size, num_classes=1000)
+
+
+def make_input(batch_size: int, size: int, frames: int = 0) -> torch.Tensor:
+    return torch.randn(batch_size, 3, frames, size, size) if frames else torch.randn(batch_size, 3, size, size)
 
 
 def infer_step(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], None]:
@@ -79,12 +95,12 @@ def time_round_robin(steps: Dict[str, Callable[[], None]], warmup: int, repeats:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def peak_memory_mib(key: str, size: int, batch_size: int, mode: str) -> float:
+def peak_memory_mib(key: str, size: int, batch_size: int, mode: str, frames: int = 0) -> float:
     """Run one model's loop in a fresh process and return the growth of its peak RSS (MiB)."""
     code = (
         'import resource, sys, torch; sys.path.insert(0, "benchmarks"); import throughput as t\n'
         f'torch.set_num_threads({torch.get_num_threads()})\n'
-        f'm = t.build({key!r}, {size}); x = torch.randn({batch_size}, 3, {size}, {size})\n'
+        f'm = t.build({key!r}, {size}, {frames}); x = t.make_input({batch_size}, {size}, {frames})\n'
         f'step = (t.infer_step if {mode!r} == "infer" else t.train_step)(m, x)\n'
         'before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n'
         'step(); step()\n'
@@ -142,6 +158,61 @@ def to_markdown(rows: List[Dict], args: argparse.Namespace) -> str:
     return '\n'.join(lines)
 
 
+def run_video(args: argparse.Namespace) -> List[Dict]:
+    """Video ViT-S per 3D PE: median ms per batch and the ratio to our ``sincos`` video model, per clip and mode."""
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    rows = []
+    modes = ([] if args.train_only else ['infer']) + ([] if args.no_train else ['train'])
+    for mode in modes:
+        for frames in args.frames:
+            for size in args.sizes:
+                x = make_input(args.batch_size, size, frames)
+                steps = {}
+                for key in args.pes:
+                    try:
+                        steps[key] = (infer_step if mode == 'infer' else train_step)(build(key, size, frames), x)
+                    except (RuntimeError, ValueError) as err:  # an encoding not available in this checkout
+                        print(f'skipping {key}: {err}', file=sys.stderr)
+                med = time_round_robin(steps, args.warmup, args.repeats)
+                base = med.get('sincos', float('nan'))
+                for key, sec in med.items():
+                    row = dict(mode=mode, frames=frames, size=size, tokens=(frames // 2) * (size // 16) ** 2,
+                               model=f'pe_video_vit_small_patch16_{key}_224', pe=key, ms=1e3 * sec,
+                               clips_per_s=args.batch_size / sec, vs_sincos=sec / base)
+                    if args.memory and key in args.memory_pes:
+                        row['peak_mib'] = peak_memory_mib(key, size, args.batch_size, mode, frames)
+                    rows.append(row)
+                del steps
+                print(f'done: {mode} at {frames}x{size}', file=sys.stderr)
+    if args.memory:  # the memory ratio against sincos of the same clip and mode
+        for r in rows:
+            if 'peak_mib' in r:
+                ref = [q for q in rows if q['pe'] == 'sincos' and 'peak_mib' in q and
+                       (q['mode'], q['frames'], q['size']) == (r['mode'], r['frames'], r['size'])]
+                ok = ref and ref[0]['peak_mib'] > 0
+                r['peak_vs_sincos'] = r['peak_mib'] / ref[0]['peak_mib'] if ok else float('nan')
+    return rows
+
+
+def video_markdown(rows: List[Dict], args: argparse.Namespace) -> str:
+    cpu = platform.processor() or platform.machine()
+    lines = [f'CPU ({os.cpu_count()} cores, {args.threads} threads, {cpu}), torch {torch.__version__}, '
+             f'timm {timm.__version__}, video ViT-S (tubelet 2 x 16 x 16), batch {args.batch_size}, median of '
+             f'{args.repeats} round-robin rounds after {args.warmup} warm-up rounds.', '',
+             '| mode | clip | tokens | PE | ms/batch | clips/s | vs our sincos |', '|---|---|---|---|---|---|---|']
+    for r in rows:
+        lines.append(f'| {r["mode"]} | {r["frames"]}x{r["size"]}² | {r["tokens"]} | `{r["pe"]}` | {r["ms"]:.0f} | '
+                     f'{r["clips_per_s"]:.2f} | {r["vs_sincos"]:.2f} |')
+    mem = [r for r in rows if 'peak_mib' in r]
+    if mem:
+        lines += ['', 'Peak memory: growth of the peak resident set size of a fresh process running two steps of '
+                  'one model (MiB).', '', '| mode | clip | PE | peak MiB | vs our sincos |', '|---|---|---|---|---|']
+        lines += [f'| {r["mode"]} | {r["frames"]}x{r["size"]}² | `{r["pe"]}` | {r["peak_mib"]:.0f} | '
+                  f'{r["peak_vs_sincos"]:.2f} |' for r in mem]
+    return '\n'.join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--pes', nargs='+', default=DEFAULT_PES, help='PE suffixes of pe_vit_small_patch16_*_224')
@@ -154,9 +225,25 @@ def main(argv=None) -> None:
     parser.add_argument('--train-only', action='store_true', help='skip the inference timing')
     parser.add_argument('--memory', action='store_true', help='also measure peak memory (one process per model)')
     parser.add_argument('--out', help='write the markdown table here (and a .json beside it)')
+    parser.add_argument('--video', action='store_true', help='video ViT-S with 3D PEs (defaults: --pes all 3D PEs, '
+                                                             '--frames 8 16, --sizes 224, --batch-size 2)')
+    parser.add_argument('--frames', nargs='+', type=int, default=[8, 16], help='--video: clip lengths (frames)')
+    parser.add_argument('--memory-pes', nargs='+', default=['sincos', 'irpe_k'],
+                        help='--video --memory: the PEs whose peak memory is measured')
     args = parser.parse_args(argv)
-    rows = run(args)
-    table = to_markdown(rows, args)
+    if args.video:
+        given = set(argv if argv is not None else sys.argv[1:])
+        if '--pes' not in given:
+            args.pes = VIDEO_PES
+        if '--sizes' not in given:
+            args.sizes = [224]
+        if '--batch-size' not in given:
+            args.batch_size = 2
+        rows = run_video(args)
+        table = video_markdown(rows, args)
+    else:
+        rows = run(args)
+        table = to_markdown(rows, args)
     print(table)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -198,3 +198,102 @@ def test_other_layouts_are_refused(tmp_path):
     with pytest.raises(CheckpointMismatchError, match=r'unexpected keys.*blocks\.2\.'):
         timm.create_model('pe_video_vit_tiny_patch16_nope_224', pretrained=True, fc_norm=False,
                           pretrained_cfg_overlay=dict(file=path, num_classes=5), **TINY)
+
+
+# ------------------------------------------------------------------------------------------------ every 3D PE
+SUBSET_PES = [p for p in VIDEO_PE_MODELS if p != 'peg']
+
+
+@pytest.mark.parametrize('pe', list(VIDEO_PE_MODELS))
+def test_every_pe_runs_at_2x_frames_and_1_5x_size(pe):
+    m = _video(pe, dynamic_img_size=True)
+    x = _clip()
+    ref = m.forward_features(x)
+    assert ref.shape == (2, 32, 48) and torch.isfinite(ref).all()
+    out = m(_clip(2, 8, 48, 48))  # 2x frames, 1.5x frame size
+    assert out.shape == (2, 5) and torch.isfinite(out).all()
+    torch.testing.assert_close(m.forward_features(x), ref)  # the training grid is unchanged afterwards
+    m.set_input_size(img_size=48, num_frames=8)  # learned tables resampled to the new default grid
+    assert m.patch_embed.grid_size == (4, 6, 6)
+    assert torch.isfinite(m(_clip(2, 8, 48, 48))).all()
+
+
+@pytest.mark.parametrize('pe', SUBSET_PES)
+def test_keep_every_index_is_the_unmasked_output(pe):
+    m = _video(pe)
+    x = _clip()
+    full = m.forward_features(x)
+    torch.testing.assert_close(m.forward_features(x, keep_indices=torch.arange(32).expand(2, -1)), full,
+                               rtol=0, atol=0)
+    keep = torch.stack([torch.tensor([0, 5, 9, 30]), torch.tensor([1, 2, 17, 31])])
+    sub = m.forward_features(x, keep_indices=keep)
+    assert sub.shape == (2, 4, 48) and torch.isfinite(sub).all()
+
+
+@pytest.mark.parametrize('pe', SUBSET_PES)
+def test_patch_dropout_trains(pe):
+    m = _video(pe, patch_drop_rate=0.5).train()
+    m(_clip()).sum().backward()
+    assert all(p.grad is not None for p in m.parameters() if p.requires_grad)
+
+
+# ------------------------------------------------------------------------------------------------ inflation
+# Encodings whose time part starts at zero after inflation: a static clip (one image repeated) gives exactly the
+# image model's output (no prefix tokens, mean pooling on both sides, patch_embed='average').
+EXACT_INFLATION = {'ape': 'ape', 'st_ape': 'ape', 'nope': 'nope', 'peg': 'peg', 'fourier': 'fourier',
+                   'rope_mixed': 'rope_mixed', 'comrope_ld': 'comrope_ld', 'liere': 'liere', 'irpe_k': 'irpe_k'}
+_IMG = dict(class_token=False, global_pool='avg', img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=2,
+            num_classes=5)
+
+
+def _image_model(pe: str):
+    torch.manual_seed(0)
+    kw = dict(_IMG, pe_kwargs=dict(skip=0)) if pe == 'irpe_k' else _IMG  # no class token: no class bucket
+    m = timm.create_model(f'pe_vit_tiny_patch16_{pe}_224', **kw).eval()
+    with torch.no_grad():  # move every parameter off its initial value (zero time parts stay meaningful)
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    return m
+
+
+@pytest.mark.parametrize('pe', sorted(EXACT_INFLATION))
+def test_inflated_image_checkpoint_matches_on_a_static_clip(pe):
+    from zoo.models import inflate_2d_to_3d
+    image = _image_model(EXACT_INFLATION[pe])
+    video = timm.create_model(f'pe_video_vit_tiny_patch16_{pe}_224', num_frames=4, **_IMG).eval()
+    video.load_state_dict(inflate_2d_to_3d({'model': image.state_dict()}, video), strict=True)
+    x = torch.randn(2, 3, 32, 32)
+    static = x[:, :, None].expand(-1, -1, 4, -1, -1).contiguous()
+    torch.testing.assert_close(video(static), image(x), rtol=1e-4, atol=1e-5)
+
+
+def test_inflation_patch_embed_modes_and_errors():
+    from zoo.models import inflate_2d_to_3d
+    image = _image_model('nope')
+    video = timm.create_model('pe_video_vit_tiny_patch16_nope_224', num_frames=4, **_IMG)
+    w = image.state_dict()['patch_embed.proj.weight']
+    avg = inflate_2d_to_3d(image.state_dict(), video)['patch_embed.proj.weight']
+    torch.testing.assert_close(avg.sum(2), w)  # spread over the tubelet: weights / 2 on each frame
+    center = inflate_2d_to_3d(image.state_dict(), video, patch_embed='center')['patch_embed.proj.weight']
+    torch.testing.assert_close(center[:, :, 1], w)
+    assert center[:, :, 0].abs().max() == 0
+    with pytest.raises(ValueError, match="'average' or 'center'"):
+        inflate_2d_to_3d(image.state_dict(), video, patch_embed='mean')
+    with pytest.raises(CheckpointMismatchError, match='needs an image checkpoint'):
+        inflate_2d_to_3d(video.state_dict(), video)
+    wide = timm.create_model('pe_video_vit_tiny_patch16_nope_224', num_frames=4, **dict(_IMG, embed_dim=64))
+    with pytest.raises(CheckpointMismatchError):
+        inflate_2d_to_3d(image.state_dict(), wide)
+    deeper = timm.create_model('pe_video_vit_tiny_patch16_nope_224', num_frames=4, **dict(_IMG, depth=1))
+    with pytest.raises(CheckpointMismatchError, match=r'blocks\.1\.'):
+        inflate_2d_to_3d(image.state_dict(), deeper)
+
+
+def test_inflated_ape_resamples_another_frame_grid():
+    from zoo.models import inflate_2d_to_3d
+    image = _image_model('ape')  # 4 x 4 patch grid
+    video = timm.create_model('pe_video_vit_tiny_patch16_ape_224', num_frames=4, **dict(_IMG, img_size=48))
+    sd = inflate_2d_to_3d(image.state_dict(), video, image_grid=(4, 4))
+    table = sd['pe.pos_embed']
+    assert table.shape == (1, 2 * 6 * 6, 48)
+    torch.testing.assert_close(table[:, :36], table[:, 36:])  # the frame table repeated over the tubelets

@@ -4,3 +4,4 @@ from .checkpoint_filters import (CheckpointMismatchError, check_state_dict, chec
                                  video_checkpoint_filter_fn)
 from .vit import PE_OF_MODEL, PEVisionTransformer
 from .video_vit import PEVideoTransformer, TubeletEmbed
+from .inflate import inflate_2d_to_3d

@@ -256,11 +256,6 @@ def _model_name(size: str, suffix: str) -> str:
     return f'pe_video_vit_{size}_patch16_{suffix}_224'
 
 
-# TODO(issue 11, item 2): the 3D encodings (st_ape, sincos1d, sincos3d, rope3d) are being added to zoo/encodings; until
-# a kind is registered its models are not (so `zoo list` and timm.list_models stay usable). Remove this filter then.
-from zoo.encodings import list_pos_encodings as _list_pes  # noqa: E402
-VIDEO_PE_MODELS = {k: v for k, v in VIDEO_PE_MODELS.items() if v[0] in _list_pes()}
-
 default_cfgs = generate_default_cfgs({_model_name(s, k): _cfg() for k in VIDEO_PE_MODELS for s in _SIZES})
 
 
