@@ -216,7 +216,7 @@ GRID3 = (2, 4, 4)
 
 
 class _VideoSeam(nn.Module):
-    """Tokens ``(B, T, H, W, 3)`` -> linear embed -> encoding's embed -> subset -> blocks (terms, mix) -> ``(B, L, C)``."""
+    """Tokens ``(B, T, H, W, 3)`` -> linear embed -> the encoding's embed -> subset -> blocks (terms, mix)."""
 
     def __init__(self, kind: str, grid=GRID3, dim: int = 64, depth: int = 2, heads: int = 2):
         super().__init__()

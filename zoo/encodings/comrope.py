@@ -39,16 +39,17 @@ rather than extrapolates. Videos (``grid_size=(T', H', W')``) add the normalised
 third axis after (row, col): more frames or a bigger frame interpolate within the same unit cube (the clip always
 spans [0, 1] in time), and the time parameters come last, so a 2D checkpoint inflates by appending them (LD: a zero
 time multiplier gives each frame the image rotation). Class tokens sit at ``(0.5, 0.5[, 0.5])`` and are rotated
-(official behaviour); register tokens get the identity. In training, ``perturb_intensity > 0`` adds ``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to
-each patch coordinate (one draw per forward, shared by the batch and all layers); eval never perturbs.
+(official behaviour); register tokens get the identity. In training, ``perturb_intensity > 0`` adds
+``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to each patch coordinate (one draw per forward, shared by the
+batch and all layers); eval never perturbs.
 
 Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per sample, token and head):
     * the rotation is applied block by block, ``(..., m, b) x (..., m, b, b)``; ``b = 2`` uses the exact closed form
       ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and a cos/sin product like axial RoPE;
     * ``matrix_exp`` runs on ``b x b`` blocks only, and for AP/LD only once per distinct coordinate value of each axis
-      (``H + W + 2`` values, not ``H * W``; ``+ T + 1`` on videos): AP blocks depend on one axis, and LD blocks factor as
-      ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute. LieRE needs one exponential per token; in training
-      it uses a Taylor scaling-and-squaring form whose backward is cheaper than that of ``matrix_exp``;
+      (``H + W + 2`` values, not ``H * W``; ``+ T + 1`` on videos): AP blocks depend on one axis, and LD blocks
+      factor as ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute. LieRE needs one exponential per token;
+      in training it uses a Taylor scaling-and-squaring form whose backward is cheaper than that of ``matrix_exp``;
     * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
     * in eval with autograd off they are cached per (grid, prefix tokens, dtype, device), keyed also on every
       generator parameter's version counter and storage, so ``load_state_dict`` or an optimizer step can never
