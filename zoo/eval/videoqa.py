@@ -478,6 +478,8 @@ def plot_accuracy(df: pd.DataFrame, path: str, title: str) -> None:
         ax.minorticks_off()
         ax.set_xlabel('frames per clip')
         ax.set_ylabel('accuracy (%)')
+        top = part[col].max() if len(part) and part[col].notna().any() else 0
+        ax.set_ylim(0, min(100, max(60, top + 10)))  # from 0: near-chance noise must not look like a trend
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
     chance = _chance_by_panel(df)
@@ -514,7 +516,7 @@ def plot_vniah(preds: pd.DataFrame, path: str, title: str) -> None:
     labels = list(dict.fromkeys(preds['label']))
     frames = sorted(set(preds['frames']))
     fig, axes = plt.subplots(len(labels), len(frames), figsize=(2.6 * len(frames) + 1.2, 1.9 * len(labels) + 0.8),
-                             dpi=110, squeeze=False)
+                             dpi=110, squeeze=False, layout='constrained')
     im = None
     for i, label in enumerate(labels):
         for j, t in enumerate(frames):
