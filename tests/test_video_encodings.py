@@ -544,3 +544,20 @@ def test_irpe_3d_distance_buckets_match_the_definition(method):
            'cross_time': d[2]}[method]
     want = piecewise_index(arg, alpha, beta, gamma) + int(beta)
     assert torch.equal(irpe_bucket_ids(method, 4, 5, ratio=2.5, frames=3), want)
+
+
+@pytest.mark.parametrize('kind', ['ape', 'st_ape', 'sincos1d', 'sincos3d', 'fourier', 'rope_mixed', 'comrope', 'irpe'])
+def test_grid_encodings_refuse_explicit_ids(kind):
+    """Explicit-id positions (video-LLM sequences) carry no grid: grid encodings say so."""
+    enc = _enc(kind, grid=(2, 4, 4))
+    pos = Positions(None, ids=torch.zeros(3, 1, 32))
+    with pytest.raises(ValueError, match='patch grid'):
+        enc.embed(torch.zeros(1, 32, 64), pos)
+        enc.attn_terms(pos, torch.float32, CPU)
+
+
+def test_ape_set_grid_size_keeps_the_table_kind():
+    with pytest.raises(ValueError, match='3D'):
+        _enc('ape', grid=(2, 4, 4)).set_grid_size((4, 4))
+    with pytest.raises(ValueError, match='2D'):
+        _enc('ape', grid=(4, 4)).set_grid_size((2, 4, 4))
