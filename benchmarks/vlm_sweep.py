@@ -170,7 +170,7 @@ def write_docs(args, speed: dict) -> None:
           '(`zoo make-videoqa`: 4 temporal tasks x 60 clips + 40 V-NIAH items with 16/32-frame haystacks) at 8 frames '
           '(random offsets inside the 8 uniform segments). Evaluation: `zoo eval-video` on a separate set '
           '(seed 1: 100 temporal questions + 60 V-NIAH items over haystacks of 32, 64 and 128 frames x 5 depths) at '
-          f'{", ".join(map(str, frames))} frames (segment midpoints), greedy letter answers. Seed 1 was trained as well '
+          f'{", ".join(map(str, frames))} frames (segment midpoints), greedy letter answers. Seed 1 was trained too '
           f'for {", ".join(args.noise_schemes)} (run-to-run noise).', '']
     any_off = False
     for col, name in (('acc_qa', f'Temporal QA ({counts["acc_qa"]} questions)'),

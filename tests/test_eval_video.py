@@ -56,7 +56,7 @@ def test_batched_equals_batch1_and_cache_decodes_once(data, ckpts, tmp_path):
     assert len(p1) == 2 * 2 * 2 * 5 and not one['failed']
     assert p1[key + ['output', 'pred']].equals(p4[key + ['output', 'pred']])
     rows = pd.DataFrame(one['rows'])
-    assert rows.groupby('frames')['decoded'].sum().tolist() == [5, 5]   # once per video and sampling, not per size/model
+    assert rows.groupby('frames')['decoded'].sum().tolist() == [5, 5]  # once per video and sampling, not per size/model
     again = _run(data, ckpts, tmp_path / 'b1', '-b', '2', '--sizes', '32', '--frame-cache', str(cache), '--overwrite')
     assert sum(r['decoded'] for r in again['rows']) == 0                 # the cache survives between runs
     out = tmp_path / 'b1'

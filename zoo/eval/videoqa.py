@@ -27,7 +27,6 @@ V-NIAH: LongVA, "Long Context Transfer from Language to Vision" (arXiv:2406.1685
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
 import math
@@ -79,6 +78,9 @@ def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
                    help='display names, one per model in the order runs then checkpoints (default: the scheme)')
     p.add_argument('--use-ema', action='store_true', help='evaluate the checkpoints\' EMA weights')
     p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T', help='frames per clip to evaluate')
+    p.add_argument('--sampling', default='uniform', choices=('uniform', 'fps'),
+                   help='uniform: T frames at the segment midpoints (MVBench); fps: --fps frames per second, at most T')
+    p.add_argument('--fps', type=float, default=1.0, help='frames per second for --sampling fps')
     p.add_argument('--sizes', type=int, nargs='+', default=None, metavar='PX',
                    help='frame sizes in px (default: each model\'s training size)')
     p.add_argument('--max-items', type=int, default=None, help='evaluate only the first N questions (by id)')
@@ -108,6 +110,8 @@ def _check_args(args) -> None:
         v = getattr(args, flag)
         if v is not None and v < 1:
             raise ValueError(f'--{flag.replace("_", "-")} {v}: must be at least 1')
+    if not (args.fps > 0 and math.isfinite(args.fps)):
+        raise ValueError(f'--fps {args.fps}: must be a positive number of frames per second')
     if args.workers < 0:
         raise ValueError(f'--workers {args.workers}: must be 0 or more')
     if not args.run and not args.checkpoint:
@@ -312,7 +316,9 @@ def _sweep(args, records, report, loaded, staged: bool, cache_dir: str) -> Dict[
                    train_frames=m['train_frames'], train_size=m['train_size'], weights=m['weights']) for m in loaded]
     protocol = dict(benchmark=args.benchmark, data_root=os.path.abspath(args.data_root), items=len(records),
                     load_report=report.summary(), frames=frames_list, sizes=sorted({s for _, s, _ in plan}),
-                    cache_size=cache_size, sampling='uniform, segment midpoints (MVBench)',
+                    cache_size=cache_size,
+                    sampling='uniform, segment midpoints (MVBench)' if args.sampling == 'uniform' else
+                    f'{args.fps:g} frames per second, at most the frame count (segment midpoints)',
                     resize=f'shorter side + centre crop to {cache_size} px (cached), then resized to each size',
                     batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, seed=args.seed,
                     device=str(device), decoding='greedy, KV cache, left padding', unreadable={})
@@ -321,7 +327,7 @@ def _sweep(args, records, report, loaded, staged: bool, cache_dir: str) -> Dict[
     frame_log: Dict[str, Dict[str, Any]] = {}
     paths: Dict[str, str] = {}
     for t, s, m in plan:
-        sampling = FrameSampling('uniform', t)
+        sampling = FrameSampling('uniform', t) if args.sampling == 'uniform' else FrameSampling('fps', t, fps=args.fps)
         ds = _CachedClips(records, sampling, cache_size, cache_dir)
         log = frame_log.setdefault(str(t), {})
         row, item_preds = _eval_one(args, m, t, s, ds, device, log, protocol['unreadable'])
@@ -553,11 +559,9 @@ def write_video_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]],
     pr = pd.DataFrame(predictions)
     if len(pr):  # chance per panel, from the items themselves
         pr['chance'] = 100.0 / pr['num_options']
-        by = pr.groupby(['label', 'frames', 'size'])
         for col, sel in (('chance_qa', pr['task'] != NIAH_TASK), ('chance_vniah', pr['task'] == NIAH_TASK)):
             ch = pr[sel].groupby(['label', 'frames', 'size'])['chance'].mean()
             df[col] = [ch.get((r['label'], r['frames'], r['size']), math.nan) for _, r in df.iterrows()]
-        del by
     paths = {k: os.path.join(out_dir, n) for k, n in
              dict(csv='results.csv', json='results.json', md='report.md', png='accuracy.png').items()}
     total = len(rows) if total is None else total
