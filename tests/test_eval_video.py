@@ -46,6 +46,7 @@ def _run(data, ckpts, out, *extra):
     return eval_video(argv + list(extra))
 
 
+@pytest.mark.slow
 def test_batched_equals_batch1_and_cache_decodes_once(data, ckpts, tmp_path):
     cache = tmp_path / 'cache'
     one = _run(data, ckpts, tmp_path / 'b1', '-b', '1', '--sizes', '32', '16', '--frame-cache', str(cache))
