@@ -297,3 +297,82 @@ def test_inflated_ape_resamples_another_frame_grid():
     table = sd['pe.pos_embed']
     assert table.shape == (1, 2 * 6 * 6, 48)
     torch.testing.assert_close(table[:, :36], table[:, 36:])  # the frame table repeated over the tubelets
+
+
+# ------------------------------------------------------------------------------------------------ train / evaluate
+VIDEO_RUN = ['--model', 'pe_video_vit_tiny_patch16_nope_224', '--img-size', '16', '--num-frames', '4',
+             '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1', 'num_heads=2', '--batch-size', '4',
+             '--workers', '0', '--no-progress', '--threads', '1', '--epochs', '1', '--warmup-epochs', '0']
+
+
+@pytest.fixture(scope='module')
+def videos(tmp_path_factory) -> str:
+    from zoo.datasets.synthetic_video import make_videos
+    root = str(tmp_path_factory.mktemp('videos'))
+    make_videos(root, num_per_class=4, val_per_class=2, num_frames=8, size=16, seed=0, clips_dir=None,
+                classes=('motion_left', 'motion_right'), progress=False)
+    return root
+
+
+@pytest.fixture(scope='module')
+def video_run(videos, tmp_path_factory) -> str:
+    from zoo.train.loop import train
+    out = str(tmp_path_factory.mktemp('runs') / 'nope')
+    train([*VIDEO_RUN, '--data-dir', videos, '--output', out])
+    return out
+
+
+def test_train_video_model_records_its_clip(video_run):
+    import pandas as pd
+    ckpt = torch.load(os.path.join(video_run, 'checkpoint-last.pth'), map_location='cpu', weights_only=True)
+    meta = ckpt['meta']
+    assert (meta['num_frames'], meta['img_size'], meta['pe']) == (4, 16, 'nope')
+    assert meta['class_names'] == ['motion_left', 'motion_right'] and meta['data_config']['num_frames'] == 4
+    assert ckpt['model']['patch_embed.proj.weight'].shape == (32, 3, 2, 8, 8)
+    metrics = pd.read_csv(os.path.join(video_run, 'metrics.csv'))
+    assert len(metrics) == 1 and metrics['val_unreadable'].iloc[0] == 0
+
+
+def test_eval_frames_sweep_and_reports(video_run, videos, tmp_path):
+    import pandas as pd
+    from zoo.eval.frames import eval_frames
+    out = str(tmp_path / 'ev')
+    result = eval_frames(['--run', video_run, '--data-dir', videos, '--frames', '2', '4', '8', '--sizes', '16', '24',
+                          '--workers', '0', '--no-progress', '--output', out])
+    df = pd.DataFrame(result['rows'])
+    assert len(df) == 6 and (df['n'] == 4).all() and not result['failed']
+    assert set(zip(df['frames'], df['size'])) == {(t, s) for t in (2, 4, 8) for s in (16, 24)}
+    for name in ('results.csv', 'results.json', 'report.md', 'scaling.png', 'heatmap_nope.png'):
+        assert os.path.isfile(os.path.join(out, name)), name
+    report = open(os.path.join(out, 'report.md')).read()
+    assert '| frames | 16 px | 24 px |' in report and '4 frames' in report
+    # nope has no position to adapt: its accuracy at the training clip equals the training run's own validation
+    trained = df[(df['frames'] == 4) & (df['size'] == 16)]['top1'].iloc[0]
+    metrics = pd.read_csv(os.path.join(video_run, 'metrics.csv'))
+    assert trained == pytest.approx(metrics['val_top1'].iloc[-1], abs=1e-6)
+
+
+def test_video_cli_errors(video_run, videos, tmp_path, capsys):
+    from zoo.cli import main
+    image_run = ['--model', 'pe_vit_tiny_patch16_nope_224', '--data-dir', videos, '--output', str(tmp_path / 'i'),
+                 '--num-frames', '4']
+    assert main(['train', *image_run]) == 2
+    assert '--num-frames 4: pe_vit_tiny_patch16_nope_224 takes images' in capsys.readouterr().err
+    assert main(['train', *VIDEO_RUN, '--data-dir', videos, '--output', str(tmp_path / 'm'), '--mixup', '0.8']) == 2
+    assert '--mixup / --cutmix apply to images' in capsys.readouterr().err
+    ev = ['--run', video_run, '--data-dir', videos, '--sizes', '16', '--output', str(tmp_path / 'e')]
+    assert main(['eval-frames', *ev, '--frames', '3']) == 2
+    assert 'not divisible by the tubelet size 2' in capsys.readouterr().err
+    assert main(['eval-frames', *ev, '--frames', '4', '--crop-pct', '0.9']) == 2
+    assert '--crop-pct apply to image models' in capsys.readouterr().err
+    assert main(['eval-resolution', '--run', video_run, '--data-dir', videos, '--sizes', '16',
+                 '--output', str(tmp_path / 'r')]) == 2
+    assert 'is a video model' in capsys.readouterr().err
+
+
+def test_demo_video_part(tmp_path):
+    from zoo.demo import _video_demo
+    result = _video_demo(str(tmp_path), ['--threads', '1'], epochs=1)
+    rows = result['rows']
+    assert len(rows) == 9 and {r['frames'] for r in rows} == {2, 4, 8} and not result['failed']
+    assert os.path.isfile(result['paths']['md'])

@@ -4,6 +4,11 @@ Trains three tiny ViTs that differ only in their position encoding (learned APE,
 images (``zoo/assets/cifar10_sample``, 32 px), then evaluates them zero-shot at 24, 32, 40 and 48 px on the 100 held-out
 sample images and writes / prints the report (table and plot). The run is deliberately tiny, so its numbers show that
 the pipeline works, not how the encodings compare; ``docs/results/cifar10.md`` has the full-data comparison.
+
+Then a short video part: ``zoo.datasets.synthetic_video`` writes 48 small MP4 clips (4 classes: motion left / right,
+slow / fast swing), a tiny video ViT with 3D RoPE (``pe_video_vit_tiny_patch16_rope3d_224``) trains on them at 4
+frames of 32 px, and ``zoo eval-frames`` evaluates it zero-shot at 2, 4 and 8 frames and 24, 32 and 48 px
+(``docs/results/video.md`` has the real comparison). ``--no-video`` skips it.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import time
 from importlib import resources
 from typing import Optional, Sequence
 
+from zoo.eval.frames import eval_frames
 from zoo.eval.resolution import eval_resolution
 from zoo.train.loop import train
 
@@ -61,6 +67,7 @@ def demo(argv: Optional[Sequence[str]] = None, pes: Sequence[str] = DEMO_PES, si
     """
     parser = argparse.ArgumentParser(prog='zoo demo', description=__doc__.splitlines()[0])
     parser.add_argument('--output', default='zoo-demo-output', help='output dir (its previous demo output is replaced)')
+    parser.add_argument('--no-video', action='store_true', help='skip the short video part')
     parser.add_argument('--threads', type=int, default=1,
                         help='torch CPU threads (the demo models are too small to gain from more; 1 also keeps a '
                              'busy machine from thrashing)')
@@ -92,10 +99,45 @@ def demo(argv: Optional[Sequence[str]] = None, pes: Sequence[str] = DEMO_PES, si
     result = eval_resolution([*runs, '--data-dir', data, '--split', 'test', '--sizes', *map(str, sizes),
                               '--batch-size', '100', '--workers', '0', '--output', os.path.join(args.output, 'report'),
                               '--overwrite', '--no-progress', '--note', note, *threads])
-    seconds = time.time() - t0
     with open(result['paths']['md']) as f:
         print('\n' + f.read())
-    print(f'report: {os.path.abspath(result["paths"]["md"])}\nplot:   {os.path.abspath(result["paths"]["png"])}\n'
-          f'demo finished in {seconds:.0f} s')
+    video = None if args.no_video else _video_demo(args.output, threads, epochs)
+    seconds = time.time() - t0
+    print(f'report: {os.path.abspath(result["paths"]["md"])}\nplot:   {os.path.abspath(result["paths"]["png"])}')
+    if video is not None:
+        print(f'video report: {os.path.abspath(video["paths"]["md"])}')
+    print(f'demo finished in {seconds:.0f} s')
     return dict(output=args.output, report=result['paths']['md'], plot=result['paths']['png'], rows=result['rows'],
-                seconds=seconds)
+                seconds=seconds, video=video)
+
+
+VIDEO_CLASSES = ('motion_left', 'motion_right', 'speed_fast', 'speed_slow')
+
+
+def _video_demo(output: str, threads, epochs: Optional[int]) -> dict:
+    """Synthetic clips -> a tiny rope3d video ViT at 4 frames -> zoo eval-frames over frames x size; prints the table.
+
+    Returns ``eval_frames``' result (``rows``, ``paths``).
+    """
+    from zoo.datasets.synthetic_video import make_videos
+    data = os.path.join(output, 'videos')
+    run = os.path.join(output, 'runs', 'video_rope3d')
+    _logger.info('--- video: writing 48 synthetic clips (%s), then training pe_video_vit_tiny_patch16_rope3d_224 at 4 '
+                 'frames of 32 px', ', '.join(VIDEO_CLASSES))
+    make_videos(data, num_per_class=8, val_per_class=4, num_frames=8, size=32, seed=0, classes=VIDEO_CLASSES,
+                progress=False)
+    n_epochs = str(epochs if epochs is not None else 4)
+    thread_args = list(threads)  # ['--threads', N] or []
+    train(['--model', 'pe_video_vit_tiny_patch16_rope3d_224', '--data-dir', data, '--output', run, '--num-frames',
+           '4', '--img-size', '32', '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=2', 'num_heads=2',
+           '--epochs', n_epochs, '--batch-size', '8', '--lr', '3e-3', '--warmup-epochs', '1', '--smoothing', '0',
+           '--workers', '0', '--seed', '0', '--no-progress', *thread_args])
+    note = (f'**How small this run was:** 32 training clips of 8 frames (4 classes), {n_epochs} epochs of a 2-block '
+            'video ViT; 16 validation clips, so one clip is 6.25 points. It shows the pipeline, not a ranking; see '
+            'docs/results/video.md.')
+    result = eval_frames(['--run', run, '--data-dir', data, '--frames', '2', '4', '8', '--sizes', '24', '32', '48',
+                          '--batch-size', '16', '--workers', '0', '--output', os.path.join(output, 'video_report'),
+                          '--overwrite', '--no-progress', '--note', note, *thread_args])
+    with open(result['paths']['md']) as f:
+        print('\n' + f.read().split('## Per model', 1)[0])
+    return result

@@ -290,8 +290,6 @@ def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> Lis
         else:
             model, meta = _load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
         name = meta.get('model_name', entry['model'])
-        if isinstance(getattr(getattr(model, 'patch_embed', None), 'proj', None), torch.nn.Conv3d):
-            raise ValueError(f'{name} is a video model (clips, not images); evaluate it with zoo eval-frames')
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
                              f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)}); '
@@ -332,6 +330,18 @@ def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> Lis
     return loaded
 
 
+def _refuse_video_models(args) -> None:
+    """``ValueError`` for a video model (``pe_video_vit_*``) among the entries, before the image folder is read."""
+    from zoo.common.video_data import is_video_model
+    for entry in _entries(args):
+        name = entry['model']
+        if name is None and entry['checkpoint'] != 'pretrained':
+            name = checkpoint_meta(load_checkpoint(entry['checkpoint'])).get('model_name')
+        if name and is_video_model(name):
+            raise ValueError(f'{name} ({entry["checkpoint"]}) is a video model (clips, not images); evaluate it with '
+                             'zoo eval-frames')
+
+
 def _family(model) -> str:
     return type(model.pe).family if is_zoo_model(model) else "timm's own"
 
@@ -340,6 +350,7 @@ def _sweep(args, staged: bool) -> Dict[str, Any]:
     sizes = sorted(dict.fromkeys(args.sizes))
     device = torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
     dtype = amp_dtype(args.amp or args.amp_dtype is not None, args.amp_dtype, device.type)
+    _refuse_video_models(args)
     probe = _open_eval_folder(args)  # fails early on a missing / empty folder
     classes, data_root = probe.classes, probe.root
     loaded = _load_all(args, sizes, classes, data_root)
