@@ -15,16 +15,18 @@ Tokens are laid out as ``[prefix tokens, patches]`` with patches t-major, then r
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from timm.layers import build_sincos2d_pos_embed, is_exporting, resample_abs_pos_embed, trunc_normal_
+from timm.layers.pos_embed_sincos import freq_bands
 
 from ._cache import TableCache
 from ._grid import as_thw, parse_grid_size, refuse_video_grid, resample_grid_table
 from .base import Positions, PosEncoding
+from .extrapolation import COORDINATE_STRATEGIES, Extrapolation
 from .registry import register_pos_encoding
 from .rotation import grid_coords
 
@@ -255,6 +257,15 @@ class SpaceTimeAPE(PosEncoding):
         return {'pos_embed', 'time_embed'}
 
 
+def sincos2d_at(coords: torch.Tensor, dim: int, temperature: float = 10000.) -> torch.Tensor:
+    """timm's ``build_sincos2d_pos_embed`` layout at arbitrary (row, col) positions ``coords`` ``(N, 2)`` (float,
+    patches): ``[sin(row w), sin(col w), cos(row w), cos(col w)]`` with ``w`` = timm's ``freq_bands(dim // 4)``.
+    Returns ``(N, dim)`` float32; integer coordinates give timm's table exactly."""
+    bands = freq_bands(dim // 4, temperature=temperature, step=1, device=coords.device)
+    pos2 = coords.float().unsqueeze(-1) * bands                              # (N, 2, dim / 4)
+    return torch.stack([pos2.sin(), pos2.cos()], dim=1).flatten(1)
+
+
 @register_pos_encoding('sincos')
 class SinCos2D(PosEncoding):
     """Fixed 2D sin-cos embedding on integer patch indices, recomputed (and cached) for the actual grid.
@@ -266,15 +277,21 @@ class SinCos2D(PosEncoding):
     Args:
         dim: embedding width C, divisible by 4.
         temperature: frequency base (10000 as in the Transformer).
-        grid_size: only checked: a video geometry ``(T, H, W)`` is refused.
+        grid_size: the training grid ``(H, W)`` (for ``extrapolation='pi'``); a video geometry is refused.
+        extrapolation: ``'none'`` (integer patch indices of the new grid, extrapolated) or ``'pi'`` (indices
+            multiplied by training / evaluated grid per axis, so a larger grid covers the trained range; see
+            :mod:`zoo.encodings.extrapolation`).
     """
     family = 'sin-cos 2D (fixed)'
     adaptation = 'recomputed on the integer patch indices of the new grid (extrapolation)'
     supports_video = False
+    extrapolation_strategies = COORDINATE_STRATEGIES
 
-    def __init__(self, dim: int, temperature: float = 10000., grid_size: Optional[Tuple[int, ...]] = None):
+    def __init__(self, dim: int, temperature: float = 10000., grid_size: Optional[Tuple[int, ...]] = None,
+                 extrapolation: Any = 'none'):
         super().__init__()
         refuse_video_grid('sincos', grid_size, "'sincos1d' (VideoMAE) or 'sincos3d' (V-JEPA)")
+        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, COORDINATE_STRATEGIES, 'sincos')
         if dim % 4:
             raise ValueError(f'sincos needs an embedding dim divisible by 4, got {dim}; change embed_dim')
         if not temperature > 0:
@@ -285,8 +302,13 @@ class SinCos2D(PosEncoding):
 
     def table(self, hw: Tuple[int, int], device: torch.device) -> torch.Tensor:
         """``(1, H*W, C)`` float32 table for grid ``hw``."""
-        return self._cache.get((tuple(hw), device), lambda: build_sincos2d_pos_embed(
-            list(hw), dim=self.dim, temperature=self.temperature, device=device).unsqueeze(0))
+        factors = self.extrapolation.factors(hw, 'sincos')
+        if all(f == 1.0 for f in factors):
+            return self._cache.get((tuple(hw), device), lambda: build_sincos2d_pos_embed(
+                list(hw), dim=self.dim, temperature=self.temperature, device=device).unsqueeze(0))
+        return self._cache.get((tuple(hw), device, self.extrapolation.key()), lambda: sincos2d_at(
+            self.extrapolation.coords(grid_coords((1, *hw), device)[:, 1:], factors), self.dim,
+            self.temperature).unsqueeze(0))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         table = self.table(pos.hw_2d('sincos'), x.device).to(x.dtype)

@@ -7,7 +7,7 @@ arXiv:2106.02795), Algorithm 1, with G = 1 group and M = 2 coordinates (row, col
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -15,6 +15,7 @@ from torch import nn
 from ._grid import parse_grid_size
 from .absolute import add_to_patches
 from .base import Positions, PosEncoding
+from .extrapolation import COORDINATE_STRATEGIES, Extrapolation
 from .registry import register_pos_encoding
 from .rotation import grid_coords
 
@@ -40,16 +41,22 @@ class LearnableFourierPE(PosEncoding):
         fourier_dim: |F|, the number of Fourier features (even); W_r has |F|/2 rows.
         hidden_dim: MLP hidden width (defaults to ``dim``).
         gamma: the length scale above, in patches.
-        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos: M = 3); only its length matters.
+        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos: M = 3): the training grid (for
+            ``extrapolation='pi'``); its length picks M.
+        extrapolation: ``'none'`` (integer coordinates of the new grid, extrapolated) or ``'pi'`` (coordinates times
+            training / evaluated grid per axis: a larger grid covers the trained range; see
+            :mod:`zoo.encodings.extrapolation`).
 
     Parameters: ``w_r`` ``(|F|/2, M)``, ``mlp.0`` / ``mlp.2`` Linear layers (GELU between).
     """
     family = 'learnable Fourier features'
     adaptation = 'evaluated at the integer patch coordinates of the new grid (extrapolation)'
+    extrapolation_strategies = COORDINATE_STRATEGIES
 
     def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0,
-                 grid_size: Optional[Tuple[int, ...]] = None):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
         super().__init__()
+        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, COORDINATE_STRATEGIES, 'fourier')
         self.video = grid_size is not None and len(parse_grid_size('fourier', grid_size)) == 3
         if self.video:
             self.adaptation = 'evaluated at the integer (row, col, t) coordinates of the new grid (extrapolation)'
@@ -82,6 +89,9 @@ class LearnableFourierPE(PosEncoding):
             rows = torch.arange(size[0], device=device, dtype=torch.float32)
             cols = torch.arange(size[1], device=device, dtype=torch.float32)
             x = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), dim=-1).reshape(-1, 2)
+        if self.extrapolation.active:
+            f = self.extrapolation.factors(tuple(size), 'fourier')
+            x = self.extrapolation.coords(x, (f[1], f[2], f[0]) if self.video else f)  # (row, col[, t]) order
         proj = x @ self.w_r.float().t()
         feats = torch.cat([proj.cos(), proj.sin()], dim=-1) * self.scale
         return self.mlp(feats.to(self.mlp[0].weight.dtype)).unsqueeze(0)

@@ -30,6 +30,22 @@ def list_pos_encodings() -> List[str]:
 GEOMETRY_KEYS = ('dim', 'num_heads', 'depth', 'grid_size', 'num_prefix_tokens', 'num_class_tokens')
 
 
+def _refuse_extrapolation(kind: str, cls: Type, pe_kwargs: dict) -> None:
+    """Drop ``extrapolation='none'``; ValueError for another strategy on an encoding that takes none."""
+    value = pe_kwargs['extrapolation']
+    strategy = value.get('strategy', 'none') if isinstance(value, dict) else value
+    if strategy in (None, 'none'):
+        pe_kwargs.pop('extrapolation')
+        return
+    from .extrapolation import STRATEGIES
+    if strategy not in STRATEGIES:
+        raise ValueError(f'unknown extrapolation strategy {strategy!r}; choose one of {STRATEGIES}')
+    takers = [n for n, c in sorted(_REGISTRY.items()) if 'extrapolation' in inspect.signature(c.__init__).parameters]
+    raise ValueError(f'extrapolation {strategy!r} does not apply to the {kind!r} encoding '
+                     f'({getattr(cls, "family", kind)}), which adapts to a new grid by: '
+                     f'{getattr(cls, "adaptation", "?")}; extrapolation strategies apply to {takers}')
+
+
 def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None):
     """Build the encoding registered as ``kind``.
 
@@ -52,6 +68,8 @@ def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     geometry = {k: v for k, v in geometry.items() if takes_any or k in params}
+    if 'extrapolation' in pe_kwargs and not takes_any and 'extrapolation' not in params:
+        _refuse_extrapolation(kind, cls, pe_kwargs)  # 'none' is dropped: it is every encoding's behaviour
     unknown = [k for k in pe_kwargs if not takes_any and k not in params]
     if unknown:
         options = [k for k in params if k not in ('self',) + GEOMETRY_KEYS]

@@ -11,16 +11,17 @@ Every rotation goes through the one kernel (``zoo.encodings.rotation.apply_rope`
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 
 from ._cache import TableCache, param_key
-from ._grid import parse_grid_size, refuse_video_grid
+from ._grid import as_thw, parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
+from .extrapolation import STRATEGIES, Extrapolation, ntk_exponents
 from .registry import register_pos_encoding
 from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
 
@@ -43,13 +44,18 @@ class RotaryTerm(AttnTerm):
         self.sin, self.cos, self.layout = sin, cos, layout
 
     @classmethod
-    def from_angles(cls, angles: torch.Tensor, num_prefix_tokens: int = 0, layout: str = 'interleaved') -> 'RotaryTerm':
+    def from_angles(cls, angles: torch.Tensor, num_prefix_tokens: int = 0, layout: str = 'interleaved',
+                    scale: float = 1.0) -> 'RotaryTerm':
         """Build from angles ``(B or 1, heads or 1, N, head_dim // 2)`` (radians) of the non-prefix tokens; the
-        ``num_prefix_tokens`` leading tokens get angle 0."""
+        ``num_prefix_tokens`` leading tokens get angle 0. ``scale`` multiplies sin and cos (YaRN's attention
+        temperature, ``zoo.encodings.extrapolation``: q and k each scaled by it, every logit by its square)."""
         if num_prefix_tokens:
             pad = angles.new_zeros(angles.shape[:-2] + (num_prefix_tokens, angles.shape[-1]))
             angles = torch.cat([pad, angles], dim=-2)
-        return cls(*rope_sin_cos(angles, layout), layout=layout)
+        sin, cos = rope_sin_cos(angles, layout)
+        if scale != 1.0:
+            sin, cos = sin * scale, cos * scale
+        return cls(sin, cos, layout=layout)
 
     def select(self, pos: Positions) -> 'RotaryTerm':
         """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""
@@ -94,20 +100,26 @@ class RoPEAxial(PosEncoding):
         num_heads: attention heads.
         depth: number of blocks (the same rotation is used by every block).
         theta: frequency base (100 in RoPE-ViT).
-        grid_size: only checked: images only, a video geometry ``(T, H, W)`` is refused (use ``rope3d``).
+        grid_size: the training grid ``(H, W)`` (extrapolation factors); a video geometry ``(T, H, W)`` is refused
+            (use ``rope3d``).
+        extrapolation: ``'none'`` (integer positions extrapolate), ``'pi'``, ``'ntk'``, ``'yarn'``, or a dict with
+            ``strategy``, ``train_grid``, ``alpha``, ``beta`` (:mod:`zoo.encodings.extrapolation`); per axis, the
+            bands of the column (row) pairs scale with the column (row) factor.
     """
     family = 'RoPE-Axial'
     adaptation = 'RoPE extrapolated on integer patch positions'
     supports_video = False
+    extrapolation_strategies = STRATEGIES
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0,
-                 grid_size: Optional[Tuple[int, ...]] = None):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
         super().__init__()
         refuse_video_grid('rope_axial', grid_size, "'rope3d' (axial t | h | w, V-JEPA 2) or 'rope_mixed'")
         head_dim = _check_rope_geometry('rope_axial', dim, num_heads, theta)
         self.depth = depth
         self.theta = float(theta)
         self.num_bands = head_dim // 4
+        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, encoding='rope_axial')
         self._cache = TableCache()
 
     @property
@@ -116,15 +128,24 @@ class RoPEAxial(PosEncoding):
         ``model.to(torch.bfloat16)`` cannot round them)."""
         return rope_frequencies(self.num_bands, self.theta)
 
-    def angles(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Rotation angles ``(1, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)`` in patches."""
+    def angles(self, x: torch.Tensor, y: torch.Tensor, factors: Tuple[float, float] = (1.0, 1.0)) -> torch.Tensor:
+        """Rotation angles ``(1, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)`` in
+        patches; ``factors`` = extrapolation factors ``(s_rows, s_cols)`` of the grid."""
         bands = rope_frequencies(self.num_bands, self.theta, device=x.device)
-        return torch.cat([x.float()[:, None] * bands, y.float()[:, None] * bands], dim=-1).unsqueeze(0)
+        bx, by = bands, bands
+        if self.extrapolation.active:
+            e, (lh, lw) = ntk_exponents(self.num_bands, x.device), self.extrapolation.train_grid
+            bx, by = self.extrapolation.frequencies(bands, factors[1], lw, e), \
+                self.extrapolation.frequencies(bands, factors[0], lh, e)
+        return torch.cat([x.float()[:, None] * bx, y.float()[:, None] * by], dim=-1).unsqueeze(0)
 
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
         """The (cached) full-grid rotation for grid ``hw``; identical for every block."""
-        return self._cache.get((tuple(hw), num_prefix_tokens, device), lambda: RotaryTerm.from_angles(
-            self.angles(*patch_coords(hw, device)).unsqueeze(0), num_prefix_tokens))
+        factors = self.extrapolation.factors(hw, 'rope_axial')
+        return self._cache.get((tuple(hw), num_prefix_tokens, device, self.extrapolation.key()),
+                               lambda: RotaryTerm.from_angles(
+                                   self.angles(*patch_coords(hw, device), factors).unsqueeze(0), num_prefix_tokens,
+                                   scale=self.extrapolation.grid_attention_scale(factors)))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device).select(pos)] * self.depth
@@ -167,7 +188,11 @@ class RoPEMixed(PosEncoding):
         num_heads: attention heads.
         depth: number of blocks.
         theta: base of the initial frequency magnitudes (10 in RoPE-ViT); each head starts at a random direction.
-        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos; only its length matters).
+        grid_size: ``(H, W)`` (images, the default) or ``(T', H', W')`` (videos): the training grid (extrapolation
+            factors); its length picks 2D or 3D frequencies.
+        extrapolation: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'`` or a dict (:mod:`zoo.encodings.extrapolation`);
+            each frequency component (x, y, t) scales with its axis's factor; NTK exponents are the band index of
+            each pair in its initialisation ladder.
 
     Parameters: ``freqs`` ``(2, depth, num_heads, head_dim // 2)`` (x then y), ``(3, ...)`` (x, y, t) for videos; no
     weight decay. Derived angles are recomputed every training forward and cached per (grid, device, parameter
@@ -175,13 +200,15 @@ class RoPEMixed(PosEncoding):
     """
     family = 'RoPE-Mixed'
     adaptation = 'RoPE extrapolated on integer patch positions (learned frequencies)'
+    extrapolation_strategies = STRATEGIES
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0,
-                 grid_size: Optional[Tuple[int, ...]] = None):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
         super().__init__()
         head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
         self.theta = float(theta)
         self.video = grid_size is not None and len(parse_grid_size('rope_mixed', grid_size)) == 3
+        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, encoding='rope_mixed')
         if self.video:
             self.adaptation = ('RoPE extrapolated on integer tubelet / patch positions (learned x, y, t '
                                'frequencies)')
@@ -190,22 +217,38 @@ class RoPEMixed(PosEncoding):
             self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
-    def angles(self, x: torch.Tensor, y: torch.Tensor, t: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` (and ``t``
-        for video frequencies) ``(N,)`` in patches / tubelets."""
+    def scaled_freqs(self, factors: Sequence[float]) -> torch.Tensor:
+        """``freqs`` (float32) after the extrapolation strategy for grid factors ``(s_rows, s_cols)`` or
+        ``(s_t, s_rows, s_cols)``; component x follows the columns, y the rows, t the tubelets."""
         freqs = self.freqs.float()
+        if not self.extrapolation.active or all(f == 1.0 for f in factors):
+            return freqs
+        n = freqs.shape[-1]
+        e = ntk_exponents(n, freqs.device, period=-(-n // 3) if self.video else n // 2)
+        train = self.extrapolation.train_grid
+        axis = [len(factors) - 1, len(factors) - 2] + ([0] if self.video else [])  # grid axis of x, y, t
+        return torch.stack([self.extrapolation.frequencies(freqs[c], factors[a], train[a], e)
+                            for c, a in enumerate(axis)])
+
+    def angles(self, x: torch.Tensor, y: torch.Tensor, t: Optional[torch.Tensor] = None,
+               factors: Optional[Sequence[float]] = None) -> torch.Tensor:
+        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` (and ``t``
+        for video frequencies) ``(N,)`` in patches / tubelets; ``factors``: the grid's extrapolation factors."""
+        freqs = self.scaled_freqs(factors) if factors is not None else self.freqs.float()
         out = x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
         if self.video:
             out = out + t.float()[:, None] * freqs[2].unsqueeze(-2)
         return out
 
     def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device) -> List[RotaryTerm]:
+        factors = self.extrapolation.factors(grid, 'rope_mixed')
         if self.video:
             coords = grid_coords(grid, device)  # (N, 3): t, row, col
-            angles = self.angles(coords[:, 2], coords[:, 1], coords[:, 0])
+            angles = self.angles(coords[:, 2], coords[:, 1], coords[:, 0], factors=factors)
         else:
-            angles = self.angles(*patch_coords(grid, device))  # (depth, heads, N, head_dim // 2)
-        return [RotaryTerm.from_angles(a.unsqueeze(0), num_prefix_tokens) for a in angles.unbind(0)]
+            angles = self.angles(*patch_coords(grid, device), factors=factors)  # (depth, heads, N, head_dim // 2)
+        scale = self.extrapolation.grid_attention_scale(factors)
+        return [RotaryTerm.from_angles(a.unsqueeze(0), num_prefix_tokens, scale=scale) for a in angles.unbind(0)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if self.video:
@@ -218,7 +261,7 @@ class RoPEMixed(PosEncoding):
         if self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
             terms = self._terms(grid, npt, device)  # carries the graph to freqs: never cached
         else:
-            terms = self._cache.get(lambda: (grid, npt, device, param_key([self.freqs])),
+            terms = self._cache.get(lambda: (grid, npt, device, param_key([self.freqs]), self.extrapolation.key()),
                                     lambda: self._terms(grid, npt, device))
         return terms if not pos.is_subset else [t.select(pos) for t in terms]
 
@@ -247,8 +290,9 @@ class RoPEMixedAPE(RoPEMixed):
     family = 'RoPE-Mixed + APE'
     adaptation = 'RoPE extrapolated on integer patch positions; APE resampled bicubically'
 
-    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], theta: float = 10.0):
-        super().__init__(dim, num_heads, depth, theta=theta, grid_size=grid_size)
+    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], theta: float = 10.0,
+                 extrapolation: Any = 'none'):
+        super().__init__(dim, num_heads, depth, theta=theta, grid_size=grid_size, extrapolation=extrapolation)
         self.ape = LearnedAPE(dim, grid_size, num_prefix_tokens=0, embed_prefix=False)
         if self.video:
             self.adaptation = 'RoPE extrapolated on integer (t, row, col) positions; APE resampled trilinearly'
@@ -300,16 +344,26 @@ class RoPE3D(PosEncoding):
         theta: frequency base (10000 in V-JEPA 2).
         pairing: ``'interleaved'`` or ``'vjepa2'``.
         angle_dtype: ``'float32'`` (the zoo's policy) or ``'input'`` (V-JEPA 2's: the dtype of q and k).
+        grid_size: the training grid ``(T', H', W')`` (an image ``(H, W)`` is one frame): extrapolation factors.
+        extrapolation: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'`` or a dict (:mod:`zoo.encodings.extrapolation`),
+            per axis: the t, h, w chunks scale with the frame, row and column factors (explicit ids: the span of the
+            ids per axis against ``train_grid``).
 
     Raises:
-        ValueError: bad geometry, ``theta``, ``pairing`` or ``angle_dtype``; at forward explicit ids that are not ``(3, B, L)``.
+        ValueError: bad geometry, ``theta``, ``pairing`` or ``angle_dtype``; at forward explicit ids that are not
+            ``(3, B, L)``.
     """
     family = 'RoPE-3D (axial t | h | w, V-JEPA 2)'
     adaptation = 'RoPE extrapolated on integer tubelet / patch positions (t, row, col)'
+    extrapolation_strategies = STRATEGIES
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10000.0, pairing: str = 'interleaved',
-                 angle_dtype: str = 'float32'):
+                 angle_dtype: str = 'float32', grid_size: Optional[Tuple[int, ...]] = None,
+                 extrapolation: Any = 'none'):
         super().__init__()
+        self.extrapolation = Extrapolation.parse(
+            extrapolation, as_thw(parse_grid_size('rope3d', grid_size)) if grid_size is not None else None,
+            encoding='rope3d')
         if dim % num_heads:
             raise ValueError(f'rope3d: dim {dim} is not divisible by num_heads {num_heads}')
         head_dim = dim // num_heads
@@ -340,8 +394,10 @@ class RoPE3D(PosEncoding):
             return dtype
         return torch.float32
 
-    def sin_cos(self, coords: torch.Tensor, dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Kernel tables for positions ``coords`` ``(..., L, 3)`` (t, row, col).
+    def sin_cos(self, coords: torch.Tensor, dtype: torch.dtype = torch.float32,
+                factors: Optional[Sequence[float]] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Kernel tables for positions ``coords`` ``(..., L, 3)`` (t, row, col); ``factors``: per-axis
+        extrapolation factors ``(s_t, s_rows, s_cols)`` (none: as trained).
 
         Returns:
             ``(sin, cos)``, each ``(..., L, head_dim)``, for ``apply_rope(x, sin, cos, 'interleaved')``: float32,
@@ -349,6 +405,11 @@ class RoPE3D(PosEncoding):
         """
         cdtype = self._table_dtype(dtype)
         bands = rope_frequencies(self.sub // 2, self.theta, device=coords.device, dtype=cdtype)
+        ext, scale = self.extrapolation, 1.0
+        if factors is not None and ext.active and any(f != 1.0 for f in factors):
+            e = ntk_exponents(self.sub // 2, coords.device)
+            bands = torch.stack([ext.frequencies(bands, f, n, e) for f, n in zip(factors, ext.train_grid)])
+            scale = ext.grid_attention_scale(factors)
         angles = coords.to(cdtype)[..., None] * bands                        # (..., L, 3, sub / 2)
         if self.pairing == 'interleaved':
             angles = torch.cat([angles.flatten(-2), angles.new_zeros(*angles.shape[:-2], self.rest // 2)], -1)
@@ -357,6 +418,8 @@ class RoPE3D(PosEncoding):
             sin, cos = rope_sin_cos(angles, 'half')                          # (..., L, 3, sub): cat([a, a]) per chunk
             pad = sin.new_zeros(*sin.shape[:-2], self.rest)
             sin, cos = torch.cat([sin.flatten(-2), pad], -1), torch.cat([cos.flatten(-2), pad + 1], -1)
+        if scale != 1.0:  # YaRN temperature (zoo.encodings.extrapolation)
+            sin, cos = sin * scale, cos * scale
         return sin.to(cdtype), cos.to(cdtype)
 
     def term(self, grid: Tuple[int, int, int], num_prefix_tokens: int, dtype: torch.dtype,
@@ -366,9 +429,10 @@ class RoPE3D(PosEncoding):
             coords = grid_coords(grid, device)
             if num_prefix_tokens:
                 coords = torch.cat([coords.new_zeros(num_prefix_tokens, 3), coords])
-            sin, cos = self.sin_cos(coords, dtype)
+            sin, cos = self.sin_cos(coords, dtype, self.extrapolation.factors(grid, 'rope3d'))
             return RotaryTerm(sin[None, None], cos[None, None], 'interleaved')
-        return self._cache.get((tuple(grid), num_prefix_tokens, self._table_dtype(dtype), device), build)
+        return self._cache.get((tuple(grid), num_prefix_tokens, self._table_dtype(dtype), device,
+                                self.extrapolation.key()), build)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if pos.ids is not None:
@@ -376,7 +440,11 @@ class RoPE3D(PosEncoding):
             if ids.dim() != 3 or ids.shape[0] != 3:
                 raise ValueError(f'rope3d: Positions.ids must be (3, B, L) = (t, row, col) per token, got '
                                  f'{tuple(ids.shape)}')
-            sin, cos = self.sin_cos(ids.to(device).permute(1, 2, 0), dtype)  # (B, L, head_dim)
+            factors = None
+            if self.extrapolation.active:  # the span of the ids per axis against the training grid
+                span = (ids.flatten(1).amax(1) - ids.flatten(1).amin(1) + 1).tolist()
+                factors = self.extrapolation.factors(span, 'rope3d')
+            sin, cos = self.sin_cos(ids.to(device).permute(1, 2, 0), dtype, factors)  # (B, L, head_dim)
             term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved')
         elif pos.grid is None:
             raise ValueError('rope3d needs a patch grid (Positions.grid) or (3, B, L) ids (Positions.ids)')

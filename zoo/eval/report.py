@@ -17,7 +17,8 @@ import pandas as pd
 from zoo.common.io import write_atomic, write_text_atomic
 
 __all__ = ['write_report', 'markdown_table', 'plot_scaling', 'plot_heatmap', 'series_styles', 'relative_to_train',
-           'relative_table', 'rows_from_markdown', 'replot', 'encoding_family']
+           'relative_table', 'rows_from_markdown', 'replot', 'encoding_family',
+           'strategy_tables', 'plot_strategies', 'has_strategies']
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -138,7 +139,7 @@ def plot_scaling(df: pd.DataFrame, path: str, title: str) -> None:
                ncol=1 if n_series <= 24 else 2, title='model (★ = training size)', title_fontsize=8)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0, 0.8, 0.97))
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format='png'))
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format='png', bbox_inches='tight'))
     plt.close(fig)
 
 
@@ -174,6 +175,85 @@ def plot_heatmap(df: pd.DataFrame, path: str, title: str, metric: str = 'top1') 
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     write_atomic(path, lambda tmp: fig.savefig(tmp, format='png'))
+    plt.close(fig)
+
+
+_STRATEGY_STYLE = {'none': ('#000000', 'o'), 'pi': ('#1f77b4', 's'), 'ntk': ('#2ca02c', '^'), 'yarn': ('#d62728', 'D')}
+
+
+def has_strategies(df: pd.DataFrame) -> bool:
+    """True when the rows carry more than one extrapolation strategy (``zoo eval-resolution --extrapolation``)."""
+    return 'extrapolation' in df and df['extrapolation'].fillna('').astype(str).str.len().gt(0).any() \
+        and df['extrapolation'].dropna().nunique() > 1
+
+
+def strategy_tables(df: pd.DataFrame, digits: int = 2) -> str:
+    """Markdown: per evaluated size, model (without strategy) x strategy top-1, the best strategy of each row bold."""
+    d = df[df['extrapolation'].fillna('').astype(str) != '']
+    strategies = list(dict.fromkeys(d['extrapolation']))
+    out = []
+    for size in sorted(set(d['size'])):
+        part = d[d['size'] == size]
+        wide = part.pivot_table(index='base_label', columns='extrapolation', values='top1', sort=False,
+                                dropna=False).reindex(columns=strategies)
+        train = part.groupby('base_label', sort=False)['train_size'].first()
+        scales = sorted({round(size / t, 3) for t in train})
+        out += [f'**{size} px** ({", ".join(f"{x:g}" for x in scales)}x the training size)', '',
+                '| model | ' + ' | '.join(strategies) + ' |', '|' + '---|' * (len(strategies) + 1)]
+        for label, vals in wide.iterrows():
+            best = vals.max()
+            cells = [('**' + _fmt(v, digits) + '**') if not pd.isna(v) and round(v, digits) == round(best, digits)
+                     else _fmt(v, digits) for v in vals]
+            out.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+        out.append('')
+    return '\n'.join(out).rstrip()
+
+
+def plot_strategies(df: pd.DataFrame, path: str, title: str) -> None:
+    """One panel pair per encoding: top-1 against size (colour and marker per strategy, line style per seed or
+    variant), and top-1 minus the ``none`` strategy of the same model (points); the training size starred."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    d = df[df['extrapolation'].fillna('').astype(str) != ''].copy()
+    none = d[d['extrapolation'] == 'none'].set_index(['base_label', 'size'])['top1']
+    d['delta'] = [r['top1'] - none.get((r['base_label'], r['size']), float('nan')) for _, r in d.iterrows()]
+    encs = list(dict.fromkeys(d['pe'] if 'pe' in d and d['pe'].astype(bool).all() else d['base_label']))
+    fig, axes = plt.subplots(2, len(encs), figsize=(3.6 * len(encs) + 1.0, 7.2), dpi=130, squeeze=False,
+                             sharex=True)
+    handles, styles = {}, {}
+    for c, enc in enumerate(encs):
+        part = d[(d['pe'] if 'pe' in d and d['pe'].astype(bool).all() else d['base_label']) == enc]
+        variants = list(dict.fromkeys(part['base_label']))
+        for (base, strategy), p in part.groupby(['base_label', 'extrapolation'], sort=False):
+            p = p.sort_values('size')
+            color, marker = _STRATEGY_STYLE.get(strategy, ('#7f7f7f', 'x'))
+            ls = _LINESTYLES[variants.index(base) % len(_LINESTYLES)]
+            for r, col in enumerate(('top1', 'delta')):
+                ax = axes[r, c]
+                h, = ax.plot(p['size'], p[col], color=color, marker=marker, ls=ls, ms=5, lw=1.4,
+                             mfc=color if variants.index(base) == 0 else 'white', mec=color)
+                t = p[p['size'] == p['train_size']]
+                ax.plot(t['size'], t[col], marker='*', ms=12, color=color, mec='black', mew=0.5, ls='none')
+            handles.setdefault(f'{strategy}', plt.Line2D([], [], color=color, marker=marker, ms=5))
+            styles.setdefault(base.replace(enc, '').strip() or base,
+                              plt.Line2D([], [], color='grey', ls=ls, marker='o', mfc='grey' if ls == '-' else 'white'))
+        axes[0, c].set_title(enc, fontsize=10)
+        axes[1, c].axhline(0, color='black', lw=0.8)
+        for r in range(2):
+            axes[r, c].grid(alpha=0.3)
+            axes[r, c].set_xticks(sorted(set(d['size'])))
+        axes[1, c].set_xlabel('evaluation input size (px)')
+    axes[0, 0].set_ylabel('top-1 accuracy (%)')
+    axes[1, 0].set_ylabel('top-1 minus strategy none (points)')
+    if len(styles) > 1:  # line styles: seeds / variants of one encoding
+        handles.update({f'line: {k}': v for k, v in styles.items()})
+    axes[0, -1].legend(list(handles.values()), list(handles), fontsize=8, loc='upper left', bbox_to_anchor=(1.03, 1.0),
+                       title='strategy (★ = training size)', title_fontsize=8, borderaxespad=0.)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format='png', bbox_inches='tight'))
     plt.close(fig)
 
 
@@ -227,6 +307,9 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
     title = f'Zero-shot resolution sweep on {where} ({n} images)'
     plot_scaling(df, paths['png'], title)
     plot_heatmap(df, paths['heatmap'], f'top-1 (%): {title}')
+    if has_strategies(df):
+        paths['strategies'] = os.path.join(out_dir, 'extrapolation.png')
+        plot_strategies(df, paths['strategies'], f'Extrapolation strategies: {title}')
 
     crop = protocol['crop_pct']
     bad = protocol.get('unreadable', [])
@@ -242,6 +325,12 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
           '### Top-1 relative to each model\'s training size (points)', '',
           'Top-1 at each size minus the same model\'s top-1 at its training size (◦).', '', relative_table(df), '',
           '### Top-1 heatmap (model x size)', '', '![top-1 heatmap, model x size](heatmap.png)', '',
+          *(['### Extrapolation strategies (top-1 %)', '',
+             'Each model under each training-free strategy (`--extrapolation`; `zoo.encodings.extrapolation`): '
+             'none = integer positions extrapolate, pi = position interpolation, ntk = NTK-aware base scaling, '
+             'yarn = NTK-by-parts ramp + attention temperature. Factors = evaluated grid / training grid per axis. '
+             'Bold: best strategy of each model at that size.', '', strategy_tables(df), '',
+             '![top-1 per strategy](extrapolation.png)', ''] if has_strategies(df) else []),
           '### Top-5 accuracy (%)', '', markdown_table(df, 'top5'), '',
           f'### Throughput (images/s, forward only, batch {protocol["batch_size"]}, {protocol["device"]}'
           f'{", AMP" if protocol.get("amp") else ""})', '', markdown_table(df, 'images_per_s', digits=0), '',
@@ -270,10 +359,10 @@ def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
            '- **Weights**: ' + ', '.join(f'{m["label"]}: {m.get("weights", "raw")}' for m in models) +
            ' (raw = the trained weights, EMA = their exponential moving average, chosen with `--use-ema`).',
            '', '| model | timm model | checkpoint | weights | PE family | trained at | how the PE adapts to a new '
-           'grid |', '|---|---|---|---|---|---|---|']
+           'grid | extrapolation |', '|---|---|---|---|---|---|---|---|']
     for m in models:
         md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m.get("weights", "raw")} | '
-                  f'{m["family"]} | {m["train_size"]} px | {m["adaptation"]} |')
+                  f'{m["family"]} | {m["train_size"]} px | {m["adaptation"]} | {m.get("extrapolation") or "-"} |')
     if bad:
         md += ['', '## Unreadable images', ''] + [f'- `{p}`: {e}' for p, e in bad[:50]]
         if len(bad) > 50:
@@ -317,6 +406,7 @@ def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
     p.add_argument('--png', required=True, help='scaling plot to write')
     p.add_argument('--heatmap', help='heatmap to write (model x size)')
     p.add_argument('--csv', help='also write the rows read (e.g. a table parsed from markdown) to this CSV')
+    p.add_argument('--strategies', help='per-strategy plot to write (rows of an --extrapolation sweep)')
     p.add_argument('--title', default='Zero-shot resolution sweep')
     args = p.parse_args(argv)
     if args.results.endswith('.json'):
@@ -327,9 +417,12 @@ def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
     else:
         df = pd.DataFrame(rows_from_markdown(args.results))
     if 'error' in df:
-        df = df[~df['error'].fillna('').astype(bool)]
+        df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
     out = dict(png=args.png)
     plot_scaling(df, args.png, args.title)
+    if args.strategies and has_strategies(df):
+        plot_strategies(df, args.strategies, args.title)
+        out['strategies'] = args.strategies
     if args.heatmap:
         plot_heatmap(df, args.heatmap, f'top-1 (%): {args.title}')
         out['heatmap'] = args.heatmap

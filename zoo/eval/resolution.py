@@ -34,6 +34,7 @@ from zoo.common.options import INTERPOLATIONS, amp_dtype, check_device, parse_mo
 from zoo.common.rundir import LOCK_NAME, RunDirLock
 from zoo.common.task import ImageClassificationTask
 from zoo.datasets import open_image_folder
+from zoo.encodings.extrapolation import STRATEGIES, extrapolation_of, set_extrapolation
 from .report import write_report
 
 __all__ = ['build_eval_parser', 'eval_resolution']
@@ -86,6 +87,11 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
     p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
     p.add_argument('--note', action='append', default=[], metavar='TEXT', help='paragraph added to report.md')
     p.add_argument('--no-progress', action='store_true', help='no tqdm progress bars')
+    p.add_argument('--extrapolation', nargs='+', default=None, choices=STRATEGIES, metavar='STRATEGY',
+                   help='evaluate every model under each training-free extrapolation strategy (none pi ntk yarn; '
+                        'zoo.encodings.extrapolation), a report dimension: RoPE-family encodings take all four, '
+                        'sincos/fourier none and pi, other encodings only none. Factors: evaluated grid / the '
+                        'training grid recorded in the checkpoint (its img_size), per axis')
     z = p.add_argument_group('CLIP zero-shot (--zero-shot; needs open_clip_torch)')
     z.add_argument('--zero-shot', action='store_true',
                    help='evaluate CLIP models zero-shot: --model is an open_clip config (zoo-ViT-B-16-<pe>, or a stock '
@@ -327,7 +333,40 @@ def _load_all(args, sizes: List[int], classes: List[str], data_root: str) -> Lis
             m['label'] += f' (seed {m["seed"]})' if m['seed'] is not None else f' #{labels.index(m["label"]) + 1}'
     if len({m['label'] for m in loaded}) != len(loaded):
         raise ValueError(f'model labels are not unique: {[m["label"] for m in loaded]}; pass one --label per model')
-    return loaded
+    return _with_strategies(loaded, args.extrapolation) if args.extrapolation else loaded
+
+
+def _with_strategies(loaded: List[Dict[str, Any]], strategies: Sequence[str]) -> List[Dict[str, Any]]:
+    """One entry per (model, strategy), labelled ``<label> · <strategy>``; every pair is checked first.
+
+    Raises:
+        ValueError: a strategy the model's encoding does not take (naming the model, the encoding and how it adapts).
+    """
+    out = []
+    for m in loaded:
+        pe = getattr(m['model'], 'pe', None)
+        for strategy in dict.fromkeys(strategies):
+            described = ''
+            try:
+                if pe is None:
+                    if strategy != 'none':
+                        raise ValueError(f'{m["name"]} is not a zoo model and has no position encoding to change')
+                else:
+                    probe = copy.deepcopy(pe)
+                    set_extrapolation(probe, strategy)
+                    ext = extrapolation_of(probe)
+                    described = ext.describe() if ext is not None else ''
+            except ValueError as e:
+                raise ValueError(f'--extrapolation {strategy} for {m["label"]}: {e}') from None
+            out.append(dict(m, label=f'{m["label"]} · {strategy}', base_label=m['label'], extrapolation=strategy,
+                            extrapolation_desc=described))
+    return out
+
+
+def _own_extrapolation(model) -> str:
+    """The strategy a model's encoding holds (recorded ``pe_kwargs``), described; '' without one."""
+    ext = extrapolation_of(getattr(model, 'pe', None))
+    return ext.describe() if ext is not None else ''
 
 
 def _refuse_video_models(args) -> None:
@@ -366,7 +405,8 @@ def _sweep(args, staged: bool) -> Dict[str, Any]:
     interps = sorted({m['data_cfg']['interpolation'] for m in loaded})
     models = [dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'], train_size=m['train_size'],
                    family=_family(m['model']), weights=m['weights'],
-                   adaptation=getattr(getattr(m['model'], 'pe', None), 'adaptation', 'n/a')) for m in loaded]
+                   adaptation=getattr(getattr(m['model'], 'pe', None), 'adaptation', 'n/a'),
+                   extrapolation=m.get('extrapolation_desc') or _own_extrapolation(m['model'])) for m in loaded]
     protocol = dict(data_root=data_root, num_classes=len(classes), sizes=sizes,
                     crop_pct=crops[0] if len(crops) == 1 else crops, interpolation=', '.join(interps),
                     batch_size=args.batch_size, device=str(device), amp=dtype is not None,
@@ -386,7 +426,7 @@ def _sweep(args, staged: bool) -> Dict[str, Any]:
             protocol['unreadable'] = sorted([p, e] for p, e in unreadable.items())
             paths = write_report(rows, models, protocol, target, notes=args.note, total=total)
     if staged:
-        for name in _RESULT_FILES:
+        for name in [n for n in _RESULT_FILES + ('extrapolation.png',) if os.path.exists(os.path.join(target, n))]:
             os.replace(os.path.join(target, name), os.path.join(args.output, name))
         shutil.rmtree(target)
         paths = {k: os.path.join(args.output, os.path.basename(v)) for k, v in paths.items()}
@@ -409,6 +449,8 @@ def _eval_one(args, m: Dict[str, Any], size: int, device: torch.device, dtype, t
                pe=getattr(m['model'], 'pe_name', '') or '', family=_family(m['model']), weights=m['weights'],
                train_size=m['train_size'], size=size, scale=round(size / m['train_size'], 4), crop_pct=cfg['crop_pct'],
                interpolation=cfg['interpolation'])
+    if m.get('extrapolation'):
+        row.update(extrapolation=m['extrapolation'], base_label=m['base_label'])
     model = None
     try:
         key = (size, cfg['crop_pct'], cfg['interpolation'], tuple(cfg['mean']), tuple(cfg['std']))
@@ -418,6 +460,8 @@ def _eval_one(args, m: Dict[str, Any], size: int, device: torch.device, dtype, t
             datasets[key] = _open_eval_folder(args, transform)
         ds = datasets[key]
         model = copy.deepcopy(m['model'])
+        if m.get('extrapolation') and getattr(model, 'pe', None) is not None:
+            set_extrapolation(model.pe, m['extrapolation'])
         if size != m['train_size']:
             model.set_input_size(img_size=size)
         model.to(device)

@@ -14,6 +14,7 @@ import torch
 
 from .._cache import TableCache
 from ..base import AttnTerm, Positions, PosEncoding
+from ..extrapolation import STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
 from ..rotation import rope_frequencies, rope_sin_cos
@@ -87,15 +88,30 @@ def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Te
     return pos.expand(num_axes, -1, -1) if pos.shape[0] != num_axes else pos
 
 
-def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(sin, cos)`` ``(B, H|1, L, head_dim)`` float32 for ids ``pos`` ``(A, B, L)`` and allocation ``axes``."""
+def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float,
+            ext: Optional[Extrapolation] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(sin, cos)`` ``(B, H|1, L, head_dim)`` float32 for ids ``pos`` ``(A, B, L)`` and allocation ``axes``.
+
+    ``ext``: an extrapolation strategy; each pair's frequency scales with the factor of its axis (the span of the
+    ids on that axis against ``ext.train_grid``), NTK exponents ``2j / (head_dim - 2)``; YaRN's temperature uses the
+    largest axis factor.
+    """
     axes = axes.to(pos.device)
     inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
+    scale = 1.0
+    if ext is not None and ext.active:
+        span = (pos.flatten(1).amax(1) - pos.flatten(1).amin(1) + 1).tolist()           # per id axis
+        factors = ext.factors(span, 'multimodal_rope')
+        e = ntk_exponents(head_dim // 2, pos.device)
+        per_axis = torch.stack([ext.frequencies(inv_freq, f, n, e) for f, n in zip(factors, ext.train_grid)])
+        inv_freq = per_axis.gather(0, axes.clamp(min=0))                                  # (H, half)
+        scale = ext.attention_scale(max(factors))
     freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))                   # (H, half)
     b, n = pos.shape[1:]
     per_pair = pos.to(torch.float32).permute(1, 2, 0).index_select(-1, axes.clamp(min=0).flatten())  # (B, L, H*half)
     per_pair = per_pair.view(b, n, *axes.shape).transpose(1, 2)                          # (B, H, L, half)
-    return rope_sin_cos(per_pair * freq[None, :, None, :], LAYOUT)
+    sin, cos = rope_sin_cos(per_pair * freq[None, :, None, :], LAYOUT)
+    return (sin * scale, cos * scale) if scale != 1.0 else (sin, cos)
 
 
 def multimodal_rope_tables(position_ids: torch.Tensor, head_dim: int, scheme: str = 'mrope',
@@ -221,6 +237,9 @@ class MultimodalRoPE(PosEncoding):
             when ``None``.
         head_dim: per-head width when it is not ``dim // num_heads``.
         scheme_options: scheme options used when ids are derived from a grid (e.g. ``{'gamma': 1.0}``).
+        extrapolation: ``'none'`` or a dict ``{'strategy': 'pi' | 'ntk' | 'yarn', 'train_grid': (...)}`` whose
+            ``train_grid`` is the span of position ids per id axis seen in training (scheme axis order, e.g.
+            ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`.
 
     Raises:
         ValueError: unknown scheme or option, odd ``head_dim``, a section that does not fit the geometry,
@@ -228,12 +247,15 @@ class MultimodalRoPE(PosEncoding):
             axes or tokens.
     """
     family = 'Multimodal RoPE'
+    extrapolation_strategies = STRATEGIES
     adaptation = 'positions from explicit per-token ids (or the grid laid out as one visual block); nothing learned'
 
     def __init__(self, dim: int, num_heads: int, depth: int, num_kv_heads: Optional[int] = None,
                  scheme: str = 'mrope', theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
-                 head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None):
+                 head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None,
+                 extrapolation: Any = 'none'):
         super().__init__()
+        self.extrapolation = Extrapolation.parse(extrapolation, None, encoding='multimodal_rope')
         self.spec = get_scheme(scheme)
         self.scheme = scheme
         self.scheme_options: Dict[str, Any] = dict(scheme_options or {})
@@ -272,7 +294,7 @@ class MultimodalRoPE(PosEncoding):
     def term(self, position_ids: torch.Tensor, device: torch.device) -> RotaryTerm:
         """The rotation for ids ``(A, B, L)`` (``A = 1`` broadcasts to every axis)."""
         pos = _as_axes(position_ids.to(device), self.spec.num_axes, self.scheme)
-        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta), layout=LAYOUT)
+        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, self.extrapolation), layout=LAYOUT)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if pos.ids is not None:
@@ -284,7 +306,7 @@ class MultimodalRoPE(PosEncoding):
             term = self.term(ids, device)
         elif pos.grid is not None:
             grid, npt = pos.grid, pos.num_prefix_tokens  # no int(): sizes stay symbolic under export / compile
-            term = self._cache.get(lambda: (tuple(int(x) for x in grid), npt, str(device)),
+            term = self._cache.get(lambda: (tuple(int(x) for x in grid), npt, str(device), self.extrapolation.key()),
                                    lambda: self.term(self.grid_position_ids(grid, npt), device)).select(pos)
         else:
             raise ValueError('multimodal_rope needs Positions.ids (A, B, L) or a patch grid; fix: pass '

@@ -1,0 +1,235 @@
+"""Training-free extrapolation strategies for rotary encodings (and the matching coordinate choice for sin-cos and
+Fourier features): how frequencies and positions change when a model runs on a larger grid (or more frames, or a
+longer sequence) than it was trained on.
+
+Notation: a rotary pair turns by ``m * theta_d`` at position ``m`` (``theta_d`` in radians per position unit); per
+axis ``a``, ``L_a`` is the training extent (positions) and ``s_a = max(1, L'_a / L_a)`` the factor of the evaluated
+extent ``L'_a`` (patch rows, patch columns, frames / tubelets, or the span of explicit position ids). Every strategy
+leaves a grid no larger than the training grid exactly unchanged.
+
+* ``none``: today's behaviour, ``theta'_d = theta_d`` (integer positions extrapolate).
+* ``pi``: Position Interpolation, Chen et al. 2023, "Extending Context Window of Large Language Models via Positional
+  Interpolation" (arXiv:2306.15595), Eq. 4: ``f'(x, m) = f(x, m L / L')``, i.e. ``theta'_d = theta_d / s``.
+* ``ntk``: NTK-aware base scaling (bloc97, 2023; as written in the YaRN paper, Sec. 3.2):
+  ``b' = b * s^(|D| / (|D| - 2))``. With ``theta_d = b^(-2d/|D|)`` this is ``theta'_d = theta_d * s^(-2d / (|D| - 2))``,
+  ``d = 0 .. |D|/2 - 1``: the highest frequency is kept, the lowest is interpolated by exactly ``1/s``. Written per
+  band as ``theta'_d = theta_d * s^(-e_d)`` with ``e_d = d / (n - 1)`` for ``n`` bands of one geometric ladder (an axis
+  of RoPE-Axial / 3D RoPE: its ``n`` bands; a 1D multimodal head: ``n = |D|/2``; RoPE-Mixed: the band index of each
+  pair in its initialisation ladder).
+* ``yarn``: YaRN, Peng et al. 2023, "YaRN: Efficient Context Window Extension of Large Language Models"
+  (arXiv:2309.00071), Sec. 3.2-3.4 ("NTK-by-parts" + temperature): with ``r_d = L / lambda_d = L * |theta_d| / (2 pi)``
+  (how many turns the pair makes over the training extent) and the ramp ``gamma(r) = 0 if r < alpha, 1 if r > beta,
+  (r - alpha) / (beta - alpha) otherwise``, ``theta'_d = (1 - gamma(r_d)) * theta_d / s + gamma(r_d) * theta_d``
+  (pairs that turn less than ``alpha`` times are interpolated, more than ``beta`` times kept; ``alpha = 1``,
+  ``beta = 32`` as for LLaMA). Attention temperature: ``softmax(q^T k / (t sqrt(|D|)))`` with
+  ``sqrt(1/t) = 0.1 ln(s) + 1``; applied through the encoding's own term by scaling the rotation tables (sin and cos)
+  by ``sqrt(1/t)``, so q and k are each scaled by it and every logit by ``1/t`` (no attention-side branch; prefix
+  tokens, which rotate by angle 0, are scaled alike). The ``s`` of the temperature is the token-count ratio of a grid
+  (``prod_a s_a``; 1D: ``s``), and for explicit-id schemes (video-LLMs) the largest ``s_a`` (text: the context ratio).
+
+Additive encodings (``sincos``, ``fourier``) have the matching coordinate choice: ``none`` (integer patch
+coordinates, extrapolated) or ``pi`` (coordinates rescaled by ``L_a / L'_a`` per axis, so a larger grid covers the
+trained range). NTK and YaRN change rotary frequencies and the attention temperature and do not apply to them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+__all__ = ['STRATEGIES', 'COORDINATE_STRATEGIES', 'Extrapolation', 'ntk_exponents', 'yarn_ramp', 'set_extrapolation',
+           'extrapolation_of']
+
+STRATEGIES = ('none', 'pi', 'ntk', 'yarn')
+COORDINATE_STRATEGIES = ('none', 'pi')
+
+
+def ntk_exponents(num_bands: int, device: Optional[torch.device] = None, period: Optional[int] = None) -> torch.Tensor:
+    """NTK exponents ``e_d = j / (m - 1)`` for ``num_bands`` pairs, ``j = d mod m`` (``m = period`` or ``num_bands``):
+    0 for the highest frequency of a ladder, 1 for its lowest. ``(num_bands,)`` float32 (a 1-band ladder gets 1)."""
+    m = period or num_bands
+    j = torch.arange(num_bands, device=device, dtype=torch.float32) % m
+    return j / (m - 1) if m > 1 else torch.ones_like(j)
+
+
+def yarn_ramp(r: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
+    """YaRN's ramp ``gamma(r)``: 0 below ``alpha``, 1 above ``beta``, linear between (same shape as ``r``)."""
+    return ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """One strategy with its options, as held by an encoding.
+
+    Attributes:
+        strategy: ``'none'``, ``'pi'``, ``'ntk'`` or ``'yarn'``.
+        train_grid: training extent per axis, in the encoding's position units (the model's ``grid_size`` in
+            patches ``(H, W)`` / ``(T, H, W)``; for explicit-id schemes the span of ids seen in training per axis).
+        alpha, beta: YaRN's ramp bounds (turns over the training extent); 1 and 32 as in the paper.
+    """
+    strategy: str = 'none'
+    train_grid: Optional[Tuple[float, ...]] = None
+    alpha: float = 1.0
+    beta: float = 32.0
+
+    @classmethod
+    def parse(cls, value: Union[None, str, Mapping[str, Any], 'Extrapolation'], train_grid: Optional[Sequence] = None,
+              allowed: Sequence[str] = STRATEGIES, encoding: str = 'this encoding') -> 'Extrapolation':
+        """Build from an encoding option: a strategy name, or a dict ``{'strategy', 'train_grid', 'alpha', 'beta'}``
+        (``train_grid`` defaults to the model's grid).
+
+        Raises:
+            ValueError: unknown strategy or key, a strategy ``encoding`` does not support, bad ``train_grid`` or ramp.
+        """
+        if isinstance(value, Extrapolation):
+            opts = dict(strategy=value.strategy, train_grid=value.train_grid, alpha=value.alpha, beta=value.beta)
+        elif value is None or isinstance(value, str):
+            opts = dict(strategy=value or 'none')
+        elif isinstance(value, Mapping):
+            unknown = sorted(set(value) - {'strategy', 'train_grid', 'alpha', 'beta'})
+            if unknown:
+                raise ValueError(f'{encoding}: unknown extrapolation options {unknown}; use strategy, train_grid, '
+                                 'alpha, beta (e.g. dict(strategy="yarn", train_grid=(14, 14)))')
+            opts = dict(value)
+        else:
+            raise ValueError(f'{encoding}: extrapolation must be a strategy name {STRATEGIES} or a dict, got '
+                             f'{type(value).__name__}')
+        strategy = opts.get('strategy', 'none')
+        if strategy not in STRATEGIES:
+            raise ValueError(f'{encoding}: unknown extrapolation strategy {strategy!r}; choose one of {STRATEGIES} '
+                             '(none, position interpolation, NTK-aware scaling, YaRN)')
+        if strategy not in allowed:
+            raise ValueError(f'{encoding}: extrapolation {strategy!r} does not apply to it (it supports '
+                             f'{tuple(allowed)}): NTK and YaRN rescale rotary frequencies and the attention '
+                             'temperature; additive sin-cos / Fourier features take none (integer coordinates) or pi (rescaled)')
+        grid = opts.get('train_grid', None)
+        if grid is None:
+            grid = train_grid
+        if grid is not None:
+            try:
+                grid = tuple(float(g) for g in grid)
+            except TypeError:
+                raise ValueError(f'{encoding}: train_grid must be a sequence of extents, got {grid!r}') from None
+            if not grid or min(grid) <= 0:
+                raise ValueError(f'{encoding}: train_grid extents must be positive, got {grid}')
+        alpha, beta = float(opts.get('alpha', 1.0)), float(opts.get('beta', 32.0))
+        if not 0 <= alpha < beta:
+            raise ValueError(f'{encoding}: YaRN needs 0 <= alpha < beta, got alpha={alpha}, beta={beta}')
+        return cls(strategy, grid, alpha, beta)
+
+    @property
+    def active(self) -> bool:
+        return self.strategy != 'none'
+
+    def factors(self, extent: Sequence, encoding: str = 'this encoding') -> Tuple[float, ...]:
+        """Per-axis factors ``s_a = max(1, extent_a / train_a)`` (all 1 for ``none``).
+
+        Raises:
+            ValueError: an active strategy without a training grid, or one with another number of axes.
+        """
+        extent = tuple(float(e) for e in extent)
+        if not self.active:
+            return (1.0,) * len(extent)
+        if self.train_grid is None:
+            raise ValueError(f'{encoding}: extrapolation {self.strategy!r} needs the training extent per axis; pass '
+                             f'extrapolation=dict(strategy={self.strategy!r}, train_grid=(...))')
+        if len(self.train_grid) != len(extent):
+            raise ValueError(f'{encoding}: train_grid {self.train_grid} has {len(self.train_grid)} axes but the '
+                             f'positions have {len(extent)} ({extent})')
+        return tuple(max(1.0, e / t) for e, t in zip(extent, self.train_grid))
+
+    def frequencies(self, freqs: torch.Tensor, factor: float, train_length: float,
+                    exponents: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Scaled frequencies ``theta'`` of one axis (formulas in the module docstring).
+
+        Args:
+            freqs: ``(..., n)`` radians per position unit (signed; learned ones too), any float dtype.
+            factor: ``s`` of this axis (1 leaves ``freqs`` untouched, also for ``ntk`` and ``yarn``).
+            train_length: ``L`` of this axis (YaRN's ramp).
+            exponents: ``(n,)`` NTK exponents ``e_d`` (:func:`ntk_exponents`); needed for ``ntk``.
+
+        Returns:
+            Same shape and dtype as ``freqs`` (differentiable: learned frequencies keep their gradient).
+        """
+        if not self.active or factor == 1.0:
+            return freqs
+        if self.strategy == 'pi':
+            return freqs / factor
+        if self.strategy == 'ntk':
+            if exponents is None:
+                raise ValueError('ntk needs the band exponents of the frequencies (ntk_exponents)')
+            return freqs * factor ** (-exponents.to(freqs.device, freqs.dtype))
+        gamma = yarn_ramp(train_length * freqs.detach().abs() / (2 * math.pi), self.alpha, self.beta)
+        return (1 - gamma) * freqs / factor + gamma * freqs
+
+    def attention_scale(self, factor: float) -> float:
+        """YaRN's ``sqrt(1/t) = 0.1 ln(s) + 1`` for temperature factor ``s`` (1 for the other strategies or s <= 1);
+        multiply both sin and cos tables by it."""
+        if self.strategy != 'yarn' or factor <= 1.0:
+            return 1.0
+        return 0.1 * math.log(factor) + 1.0
+
+    def grid_attention_scale(self, factors: Sequence[float]) -> float:
+        """:meth:`attention_scale` of a grid: ``s = prod_a s_a`` (the token-count ratio)."""
+        return self.attention_scale(math.prod(factors))
+
+    def coords(self, coords: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:
+        """Positions ``(..., A)`` for additive encodings: unchanged (``none``), or divided by ``s_a`` per axis
+        (``pi``: the evaluated grid covers the trained range)."""
+        if self.strategy != 'pi' or all(f == 1.0 for f in factors):
+            return coords
+        return coords / torch.tensor(factors, dtype=coords.dtype, device=coords.device)
+
+    def key(self) -> tuple:
+        """Cache-key part."""
+        return (self.strategy, self.train_grid, self.alpha, self.beta)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        if not self.active:
+            return 'none (integer positions extrapolate)'
+        grid = 'x'.join(f'{g:g}' for g in self.train_grid) if self.train_grid else '?'
+        extra = f', YaRN ramp alpha={self.alpha:g}, beta={self.beta:g}' if self.strategy == 'yarn' else ''
+        return f'{self.strategy} (training grid {grid}{extra})'
+
+
+def extrapolation_of(encoding: Any) -> Optional[Extrapolation]:
+    """The :class:`Extrapolation` an encoding holds, or ``None`` when it takes no strategy."""
+    ext = getattr(encoding, 'extrapolation', None)
+    return ext if isinstance(ext, Extrapolation) else None
+
+
+def set_extrapolation(encoding: Any, strategy: Union[str, Mapping[str, Any]]) -> None:
+    """Switch an encoding (e.g. ``model.pe``) to another strategy at run time (evaluation sweeps), keeping its
+    training grid and ramp unless ``strategy`` is a dict that sets them.
+
+    ``'none'`` is accepted by every encoding (it is what encodings without strategies do).
+
+    Raises:
+        ValueError: unknown strategy, or a strategy the encoding does not take (APE, iRPE, PEG, ComRoPE, LieRE ...:
+            the message names the encoding and how it adapts instead).
+    """
+    from .registry import _REGISTRY
+    current = extrapolation_of(encoding)
+    name = next((k for k, v in _REGISTRY.items() if v is type(encoding)), type(encoding).__name__)
+    if current is None:
+        plain = strategy if isinstance(strategy, str) else dict(strategy).get('strategy', 'none')
+        if plain not in STRATEGIES:
+            raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {STRATEGIES}')
+        if plain != 'none':
+            raise ValueError(f'extrapolation {plain!r} does not apply to the {name} encoding '
+                             f'({getattr(encoding, "family", "?")}), which adapts to a new grid by: '
+                             f'{getattr(encoding, "adaptation", "?")}. Strategies apply to the RoPE family '
+                             '(rope_axial, rope_mixed, rope_mixed_ape, rope3d, multimodal_rope) and, as none/pi, to '
+                             'sincos and fourier')
+        return
+    opts = dict(strategy=strategy) if isinstance(strategy, str) else dict(strategy)
+    merged = dict(strategy=current.strategy, train_grid=current.train_grid, alpha=current.alpha, beta=current.beta)
+    merged.update(opts)
+    encoding.extrapolation = Extrapolation.parse(merged, allowed=getattr(encoding, 'extrapolation_strategies',
+                                                                         STRATEGIES), encoding=name)
+    cache = getattr(encoding, '_cache', None)
+    if cache is not None:
+        cache.clear()
