@@ -28,6 +28,7 @@ from timm.models.vision_transformer import init_weights_vit_timm
 
 import zoo.encodings  # noqa: F401  (registers the encodings)
 from zoo.encodings import Positions, check_keep_indices, create_pos_encoding
+from ._fx import pe_attn_terms, pe_embed, pe_has_attn_terms, pe_mix
 from .attention import Attention, Block
 from .checkpoint_filters import checkpoint_filter_fn
 
@@ -263,7 +264,7 @@ class PEVisionTransformer(nn.Module):
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
         pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens)
-        x = self.pos_drop(self.pe.embed(x, pos))
+        x = self.pos_drop(pe_embed(self.pe, x, pos))
         return self._take_subset(x, pos, keep_indices)
 
     def _patch_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int, int]]:
@@ -298,7 +299,8 @@ class PEVisionTransformer(nn.Module):
 
     def _blocks(self, x: torch.Tensor, pos: Positions, blocks: Sequence[nn.Module], take: Sequence[int] = (),
                 norm: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
-        terms = self.pe.attn_terms(pos, x.dtype, x.device)
+        # PE hooks are FX leaves (zoo/models/_fx.py): traced graphs run the encoding's own code on real values
+        terms = pe_attn_terms(self.pe, pos, x.dtype, x.device, len(self.blocks)) if pe_has_attn_terms(self.pe) else None
         intermediates = []
         for i, blk in enumerate(blocks):
             term = terms[i] if terms is not None else None
@@ -306,7 +308,7 @@ class PEVisionTransformer(nn.Module):
                 x = _checkpoint_block(blk, x, term)
             else:
                 x = blk(x, term)
-            x = self.pe.mix(x, pos, i)
+            x = pe_mix(self.pe, x, pos, i)
             if i in take:
                 intermediates.append(self.norm(x) if norm else x)
         return x, intermediates
