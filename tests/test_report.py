@@ -62,7 +62,8 @@ def test_replot_from_markdown_table_and_csv(tmp_path):
     md = tmp_path / 'page.md'
     md.write_text('# t\n\n| model | trained at | 24 px | 32 px | full test @ train size |\n'
                   '|---|---|---|---|---|\n'
-                  '| ape (seed 0) | 32 px | **45.94** | 49.16 ◦ | 48.46 |\n| rope_mixed | 32 px | 43.14 | n/a | 1 |\n\n')
+                  '| ape (seed 0) | 32 px | **45.94** | 49.16 ◦ | 48.46 |\n'
+                  '| rope_mixed | 32 px | 43.14 | n/a | 1 |\n\n')
     rows = rows_from_markdown(str(md))
     assert rows[0] == dict(label='ape (seed 0)', pe='ape', train_size=32, size=24, top1=45.94)
     assert len(rows) == 4 and pd.isna(rows[3]['top1'])
