@@ -250,6 +250,21 @@ def test_answer_labels_and_loss_only_on_answer():
     torch.testing.assert_close(out.loss, ref)
 
 
+def test_grad_checkpointing_gives_the_same_gradients():
+    grads = []
+    for ckpt in (False, True):
+        m = tiny('videorope').train()
+        m.set_grad_checkpointing(ckpt)
+        prompts, clips = two_prompts(m, answers=('a', 'b'))
+        b = m.collate(prompts, 'right')
+        out = m(b['input_ids'], b['attention_mask'], videos=clips, video_grid_thw=b['video_grid_thw'],
+                labels=b['labels'], logits_mask=torch.zeros_like(b['labels'], dtype=torch.bool))
+        out.loss.backward()
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters()})
+    for n in grads[0]:
+        torch.testing.assert_close(grads[1][n], grads[0][n], atol=1e-6, rtol=1e-4, msg=n)
+
+
 # ---------------------------------------------------------------------------------------------------------- towers
 class StandInVideoTower(nn.Module):
     """A minimal timm-style video model: Conv3d tubelet embed (2 x 8 x 8) and patch tokens from forward_features."""
@@ -458,3 +473,21 @@ def test_videoqa_task_counts(tmp_path):
     out = task.forward(m, batch)
     assert out.shape == (4, m.tokenizer.vocab_size)
     assert task.loss(out, batch).isfinite()
+
+
+@pytest.mark.slow
+def test_train_vlm_ddp_two_cpu_processes(tmp_path):
+    import subprocess
+    import sys
+    data, out = tmp_path / 'vqa', str(tmp_path / 'ddp')
+    _make_data(data)
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node', '2', '-m', 'zoo.cli',
+           'train-vlm', '--model', 'pe_vlm_tiny_mrope', '--data-dir', str(data), '--output', out, '--epochs', '2',
+           '-b', '1', '-j', '0', '--num-frames', '4', '--no-progress', '--model-kwargs', *MODEL_KWARGS]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert [r['epoch'] for r in _metrics(out)] == ['1', '2']
+    ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
+    assert ckpt['meta']['world_size'] == 2 and not any(k.startswith('module.') for k in ckpt['model'])
+    assert proc.stdout.count('epoch 2/2') == 1  # only rank 0 logs and writes

@@ -74,7 +74,8 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
              second_per_grid_ts: Optional[Sequence[float]] = None, max_new_tokens: int = 16, do_sample: bool = False,
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, eos_token_id: Optional[int] = None,
              pad_token_id: Optional[int] = None, generator: Optional[torch.Generator] = None, use_cache: bool = True,
-             output_logits: bool = False, output_positions: bool = False, **ignored: Any) -> GenerateOutput:
+             output_logits: bool = False, output_positions: bool = False,
+             inputs_embeds: Optional[torch.Tensor] = None, **ignored: Any) -> GenerateOutput:
     """Generate up to ``max_new_tokens`` tokens after a (left-padded) prompt batch.
 
     Args:
@@ -87,6 +88,8 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
         use_cache: decode with the KV cache (``False``: a full forward over the whole sequence per token, the
             reference the cache must match).
         output_logits, output_positions: also return the per-step logits / the positions used.
+        inputs_embeds: ``(B, L, dim)`` prompt embeddings with the visual features in place (``model.embed``), to
+            reuse encoded visuals; ``input_ids`` still give the positions and the visuals are not encoded again.
 
     Returns:
         :class:`GenerateOutput`.
@@ -111,7 +114,12 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
     pad = tok.pad_id if pad_token_id is None else int(pad_token_id)
     device = input_ids.device
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(torch.int64)
-    embeds = model.embed(input_ids, videos, video_grid_thw, images, image_grid_thw)
+    if inputs_embeds is None:
+        embeds = model.embed(input_ids, videos, video_grid_thw, images, image_grid_thw)
+    elif tuple(inputs_embeds.shape[:2]) != (b, length):
+        raise ValueError(f'inputs_embeds must be (B, L, dim) = ({b}, {length}, dim), got {tuple(inputs_embeds.shape)}')
+    else:
+        embeds = inputs_embeds
     pos, deltas = model.position_ids(input_ids, mask, image_grid_thw, video_grid_thw, second_per_grid_ts,
                                      scheme_options=model.scheme_options)  # evaluation options, never drawn
     num_axes = pos.shape[0]
