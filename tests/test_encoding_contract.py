@@ -158,7 +158,7 @@ def test_bf16_model_close_to_fp32_and_independent_of_history(kind):
 @pytest.mark.parametrize('grad', [False, True])
 @pytest.mark.parametrize('kind', KINDS)
 @pytest.mark.filterwarnings('ignore')
-def test_torch_export_dynamic_hw(kind, grad=False):
+def test_torch_export_dynamic_hw(kind, grad):
     """Exports in eval mode with dynamic H and W, under no_grad and with autograd on (LieRE's training exponential
     must not leak an .item() into the graph)."""
     torch.manual_seed(0)

@@ -25,10 +25,15 @@ KIND = _register_recipe()
 
 @pytest.mark.parametrize('check', [
     contract.test_forward_backward_and_new_grid, contract.test_token_subsets, contract.test_meta_device_init,
-    contract.test_torch_export_dynamic_hw, contract.test_torch_compile_dynamic_no_graph_breaks,
+    contract.test_torch_compile_dynamic_no_graph_breaks,
 ])
 def test_recipe_meets_the_contract(check):
     check(KIND)
+
+
+@pytest.mark.parametrize('grad', [False, True])
+def test_recipe_exports(grad):
+    contract.test_torch_export_dynamic_hw(KIND, grad)
 
 
 @pytest.mark.parametrize('reentrant', [False, True])

@@ -129,9 +129,9 @@ class Extrapolation:
         Raises:
             ValueError: an active strategy without a training grid, or one with another number of axes.
         """
-        extent = tuple(float(e) for e in extent)
-        if not self.active:
+        if not self.active:  # before any float(): sizes stay symbolic under torch.export
             return (1.0,) * len(extent)
+        extent = tuple(float(e) for e in extent)
         if self.train_grid is None:
             raise ValueError(f'{encoding}: extrapolation {self.strategy!r} needs the training extent per axis; pass '
                              f'extrapolation=dict(strategy={self.strategy!r}, train_grid=(...))')
