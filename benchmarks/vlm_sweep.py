@@ -192,7 +192,8 @@ def write_docs(args, speed: dict) -> None:
         for s in args.noise_schemes:
             a, b = f'{s} (seed 0)', f'{s} (seed 1)'
             if a in wide.index and b in wide.index:
-                noise += [abs(wide.loc[a, f] - wide.loc[b, f]) for f in frames]
+                noise += [abs(wide.loc[a, f] - wide.loc[b, f]) for f in frames
+                          if not pd.isna(wide.loc[a, f] - wide.loc[b, f])]
         seed_noise = max(noise) if noise else float('nan')
         first = wide[[not str(i).endswith('(seed 1)') for i in wide.index]]
         spread = {f: first[f].max() - first[f].min() for f in frames}
@@ -210,6 +211,18 @@ def write_docs(args, speed: dict) -> None:
                else 'Outside the 95% interval around chance: ' + '; '.join(f'{f} frames: {", ".join(v)}'
                                                                            for f, v in off.items()) + '.'), '']
     near_chance = not any_off
+    pr = pd.DataFrame(res['predictions'])
+    pr = pr[pr['size'] == pr['label'].map(df.groupby('label')['train_size'].first())]
+    mode = pr.groupby('label', sort=False)['pred'].agg(lambda x: x.value_counts(normalize=True).iloc[0] * 100)
+    letters = pr.groupby('label', sort=False)['pred'].agg(lambda x: 'ABCDEFGH'[int(x.value_counts().index[0])])
+    md += ['## What the models answer', '',
+           'Share of all answers (every frame count, both tables) that are the model\'s most frequent option letter; '
+           'a model that always writes the same letter scores the share of questions whose answer is that letter.',
+           '', '| scheme | most frequent answer | share (%) | fallbacks |', '|---|---|---|---|']
+    fb = pr.groupby('label', sort=False)['fallback'].sum()
+    for label in mode.index:
+        md.append(f'| {label} | ({letters[label]}) | {mode[label]:.1f} | {int(fb[label])} |')
+    md.append('')
     md += ['![accuracy against frames per scheme](video_qa_accuracy.png)', '',
            '![V-NIAH: haystack length x needle depth per scheme and frame count](video_qa_vniah.png)', '',
            'Full report (per task, fallbacks, per-evaluation decode and model seconds): '
