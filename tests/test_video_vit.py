@@ -376,3 +376,35 @@ def test_demo_video_part(tmp_path):
     rows = result['rows']
     assert len(rows) == 9 and {r['frames'] for r in rows} == {2, 4, 8} and not result['failed']
     assert os.path.isfile(result['paths']['md'])
+
+
+def test_video_resume_is_exact(videos, tmp_path, monkeypatch):
+    """Random frame offsets are drawn from (seed, epoch, index): a run killed in epoch 2 and resumed ends with the
+    weights and metrics of an uninterrupted one."""
+    from zoo.train import loop
+    i = VIDEO_RUN.index('--epochs')
+    run = [*VIDEO_RUN[:i], *VIDEO_RUN[i + 2:], '--epochs', '2', '--data-dir', videos]
+    from zoo.datasets import SafeVideoFolder
+    epochs, set_epoch = [], SafeVideoFolder.set_epoch
+    monkeypatch.setattr(SafeVideoFolder, 'set_epoch', lambda self, e: (epochs.append(e), set_epoch(self, e)))
+    full = loop.train([*run, '--output', str(tmp_path / 'full')])
+    assert epochs == [0, 1]  # new random frame offsets every epoch
+    real = loop.train_one_epoch
+
+    def killed_in_second_epoch(*args, **kwargs):
+        if kwargs.get('epoch') == 1:
+            raise KeyboardInterrupt('simulated kill mid-epoch')
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, 'train_one_epoch', killed_in_second_epoch)
+    out = str(tmp_path / 'killed')
+    with pytest.raises(KeyboardInterrupt):
+        loop.train([*run, '--output', out])
+    monkeypatch.setattr(loop, 'train_one_epoch', real)
+    resumed = loop.train(['--output', out, '--resume', '--workers', '0', '--no-progress', '--threads', '1'])
+    a = torch.load(os.path.join(full['output'], 'checkpoint-last.pth'), weights_only=True)['model']
+    b = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['model']
+    for k, v in a.items():
+        torch.testing.assert_close(b[k], v, rtol=0, atol=0, msg=k)
+    assert [{k: v for k, v in r.items() if k != 'epoch_s'} for r in full['history']] == \
+        [{k: v for k, v in r.items() if k != 'epoch_s'} for r in resumed['history']]
