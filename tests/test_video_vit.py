@@ -408,3 +408,25 @@ def test_video_resume_is_exact(videos, tmp_path, monkeypatch):
         torch.testing.assert_close(b[k], v, rtol=0, atol=0, msg=k)
     assert [{k: v for k, v in r.items() if k != 'epoch_s'} for r in full['history']] == \
         [{k: v for k, v in r.items() if k != 'epoch_s'} for r in resumed['history']]
+
+
+def test_vjepa_fixed_table_is_checked_not_loaded(tmp_path):
+    """V-JEPA without RoPE stores its fixed 3D sin-cos table as ``pos_embed``: equal to the model's own -> dropped,
+    different -> the checkpoint error."""
+    from zoo.encodings import Positions
+    from zoo.models import video_checkpoint_filter_fn
+    m = _video('sincos3d', fc_norm=False, num_classes=0)
+    grid = m.patch_embed.grid_size
+    own = m.pe.embed(torch.zeros(1, 32, 48), Positions(grid))
+    sd = _vjepa2_checkpoint(m)
+    sd['target_encoder']['module.backbone.pos_embed'] = own.clone()
+    out = video_checkpoint_filter_fn(sd, m)
+    assert 'pos_embed' not in out and set(out) == set(m.state_dict())
+    sd['target_encoder']['module.backbone.pos_embed'] = own.flip(1)
+    with pytest.raises(CheckpointMismatchError, match="not the table of the model's 'sincos3d' encoding"):
+        video_checkpoint_filter_fn(sd, m)
+    ape = _video('ape', fc_norm=False, num_classes=0)  # a learned table goes to pe.pos_embed
+    sd = _vjepa2_checkpoint(ape)
+    sd['target_encoder']['module.backbone.pos_embed'] = sd['target_encoder'].pop('module.backbone.pe.pos_embed')
+    out = video_checkpoint_filter_fn(sd, ape)
+    torch.testing.assert_close(out['pe.pos_embed'], ape.state_dict()['pe.pos_embed'])
