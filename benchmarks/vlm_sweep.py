@@ -108,8 +108,14 @@ def main(argv: List[str] = None) -> int:
     os.makedirs(args.docs, exist_ok=True)
     ev = os.path.join(args.out, 'eval')
     for name in sorted(os.listdir(ev)):
-        if name.endswith(('.csv', '.png', '.md')):
+        if name.endswith(('.csv', '.png')):
             shutil.copyfile(os.path.join(ev, name), os.path.join(args.docs, 'video_qa_' + name))
+        elif name.endswith('.md'):  # image links follow the renamed files
+            with open(os.path.join(ev, name)) as f:
+                text = f.read().replace('](accuracy.png)', '](video_qa_accuracy.png)').replace(
+                    '](vniah.png)', '](video_qa_vniah.png)')
+            with open(os.path.join(args.docs, 'video_qa_' + name), 'w') as f:
+                f.write(text)
     write_docs(args, {} if args.no_speed else speed_check(args, zoo, env))
     log(f'done in {time.time() - t0:.0f} s; copied {ev}/ results to {args.docs}/video_qa_*')
     return 0
