@@ -207,10 +207,12 @@ def heatmap_grid(df: pd.DataFrame, path: str) -> None:
     rows = math.ceil(len(labels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows + 0.6), dpi=110, squeeze=False)
     im = None
+    from zoo.eval.frames import _color_range
+    lo, hi = _color_range(df['top1'].values)  # one scale for every model
     for ax, label in zip(axes.flat, labels):
         part = df[df['label'] == label]
         wide = part.pivot_table(index='frames', columns='size', values='top1', dropna=False).sort_index()
-        im = ax.imshow(wide.values, cmap='viridis', vmin=0, vmax=100, aspect='auto')
+        im = ax.imshow(wide.values, cmap='viridis', vmin=lo, vmax=hi, aspect='auto')
         ax.set_xticks(range(len(wide.columns)), [str(c) for c in wide.columns], fontsize=7)
         ax.set_yticks(range(len(wide.index)), [str(r) for r in wide.index], fontsize=7)
         tf, ts = int(part['train_frames'].iloc[0]), int(part['train_size'].iloc[0])
@@ -218,13 +220,15 @@ def heatmap_grid(df: pd.DataFrame, path: str) -> None:
             for j, s in enumerate(wide.columns):
                 v = wide.values[i, j]
                 ax.text(j, i, ('--' if pd.isna(v) else f'{v:.0f}') + ('*' if (t, s) == (tf, ts) else ''),
-                        ha='center', va='center', fontsize=7, color='white' if pd.isna(v) or v < 60 else 'black')
+                        ha='center', va='center', fontsize=7,
+                        color='white' if pd.isna(v) or v < (lo + hi) / 2 else 'black')
         ax.set_title(label, fontsize=9)
         ax.set_xlabel('px', fontsize=7)
         ax.set_ylabel('frames', fontsize=7)
     for ax in list(axes.flat)[len(labels):]:
         ax.axis('off')
-    fig.suptitle('Zero-shot top-1 (%) over frames (rows) x frame size (columns); * = training clip', fontsize=10)
+    fig.suptitle(f'Zero-shot top-1 (%) over frames (rows) x frame size (columns); * = training clip; colour scale '
+                 f'{lo:.0f}-{hi:.0f} %', fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.93, 0.97))
     if im is not None:
         fig.colorbar(im, cax=fig.add_axes([0.945, 0.15, 0.012, 0.7]), label='top-1 (%)')

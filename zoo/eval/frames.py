@@ -324,6 +324,17 @@ def plot_frames_scaling(df: pd.DataFrame, path: str, title: str) -> None:
     plt.close(fig)
 
 
+def _color_range(values) -> tuple:
+    """Colour limits spanning the finite values (whole points), so that small differences stay visible."""
+    import numpy as np
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return 0., 100.
+    lo, hi = float(np.floor(v.min())), float(np.ceil(v.max()))
+    return (lo, hi) if hi > lo else (lo - 1., hi + 1.)
+
+
 def plot_heatmap(part: pd.DataFrame, path: str, title: str) -> None:
     """Top-1 over frames (rows) x size (columns) for one model, values written in the cells."""
     import matplotlib
@@ -331,7 +342,8 @@ def plot_heatmap(part: pd.DataFrame, path: str, title: str) -> None:
     import matplotlib.pyplot as plt
     wide = part.pivot_table(index='frames', columns='size', values='top1', dropna=False).sort_index()
     fig, ax = plt.subplots(figsize=(1.1 * len(wide.columns) + 2.2, 0.7 * len(wide.index) + 1.6), dpi=120)
-    im = ax.imshow(wide.values, cmap='viridis', vmin=0, vmax=100, aspect='auto')
+    lo, hi = _color_range(wide.values)
+    im = ax.imshow(wide.values, cmap='viridis', vmin=lo, vmax=hi, aspect='auto')
     ax.set_xticks(range(len(wide.columns)), [str(c) for c in wide.columns])
     ax.set_yticks(range(len(wide.index)), [str(r) for r in wide.index])
     ax.set_xlabel('frame size (px)')
@@ -342,7 +354,7 @@ def plot_heatmap(part: pd.DataFrame, path: str, title: str) -> None:
             v = wide.values[i, j]
             text = 'fail' if pd.isna(v) else f'{v:.0f}'
             ax.text(j, i, text + ('*' if (t, s) == (tf, ts) else ''), ha='center', va='center', fontsize=8,
-                    color='white' if pd.isna(v) or v < 60 else 'black')
+                    color='white' if pd.isna(v) or v < (lo + hi) / 2 else 'black')
     fig.colorbar(im, ax=ax, label='top-1 (%)')
     ax.set_title(f'{title}\n(* = training clip: {tf} frames x {ts} px)', fontsize=9)
     fig.tight_layout()
