@@ -23,6 +23,7 @@ Finished runs are skipped (and interrupted ones resumed) when the script is star
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -75,7 +76,10 @@ def main(argv: List[str] = None) -> int:
                       1800) != 0:
             raise SystemExit(f'zoo make-videoqa failed; see {args.out}/make-data.log')
     if args.docs_only:
-        write_docs(args, {} if args.no_speed else speed_check(args, zoo, env))
+        saved = os.path.join(args.out, 'speed', 'speed.json')  # --no-speed: the last speed check, if any
+        speed = speed_check(args, zoo, env) if not args.no_speed else \
+            json.load(open(saved)) if os.path.isfile(saved) else {}
+        write_docs(args, speed)
         return 0
     runs = [(s, 0) for s in args.schemes] + [(s, 1) for s in args.noise_schemes if s in args.schemes]
     finished = []
@@ -144,8 +148,11 @@ def speed_check(args, zoo: List[str], env: dict) -> dict:
     wall = time.time() - t
     row = pd.read_csv(os.path.join(out, 'eval', 'results.csv')).iloc[0].to_dict() if rc in (0, 1) else {}
     log(f'speed: exit {rc}, {wall:.0f} s wall')
-    return dict(cmd=' '.join(cmd), wall_s=wall, params=params, **{k: row.get(k) for k in
-                                                                 ('n', 'decoded', 'decode_s', 'read_s', 'model_s')})
+    result = dict(cmd=' '.join(['python', *cmd[1:]]), wall_s=wall, params=params,
+                  **{k: row.get(k) for k in ('n', 'decoded', 'decode_s', 'read_s', 'model_s')})
+    with open(os.path.join(out, 'speed.json'), 'w') as f:
+        json.dump(result, f, default=float)
+    return result
 
 
 def _se(p: float, n: int) -> float:
@@ -213,6 +220,15 @@ def write_docs(args, speed: dict) -> None:
                    f'{", ".join(map(str, exceed))} frames**')
         off = {f: v for f, v in above.items() if v}
         any_off = any_off or bool(off)
+        for f, labels in off.items():
+            for label in labels:
+                other = label.replace('(seed 0)', '(seed 1)')
+                if other != label and other in wide.index:
+                    md += [f'- {label} at {f} frames: {wide.loc[label, f]:.1f}; the same recipe with seed 1: '
+                           f'{wide.loc[other, f]:.1f}' + (' (inside the interval around chance: not reproduced).'
+                                                          if abs(wide.loc[other, f] - chance) <= 1.96 * se else '.')]
+        if off:
+            md.append('')
         md += [verdict + '. ' + ('No scheme is outside the 95% interval around chance at any frame count.' if not off
                else 'Outside the 95% interval around chance: ' + '; '.join(f'{f} frames: {", ".join(v)}'
                                                                            for f, v in off.items()) + '.'), '']
