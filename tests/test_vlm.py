@@ -137,6 +137,21 @@ def test_decoding_matches_full_sequence(scheme):
     torch.testing.assert_close(nocache.logits, out.logits, **tol)
 
 
+def test_left_padding_with_the_explicit_attention_path():
+    """A left-padded query row sees no key; the explicit (non-SDPA) softmax gives NaN there. The decoder zeroes padded
+    rows after every block, so real tokens decode as alone."""
+    m = scramble(tiny('mrope'))
+    for blk in m.decoder.blocks:
+        blk.attn.fused_attn = False
+    prompts, clips = two_prompts(m)
+    _, out = gen(m, prompts, clips, n=3, output_logits=True)
+    assert out.logits.isfinite().all()
+    for i in range(2):
+        _, one = gen(m, [prompts[i]], [clips[i]], n=3, output_logits=True)
+        assert torch.equal(one.new_tokens[0], out.new_tokens[i])
+        torch.testing.assert_close(one.logits[0], out.logits[i], atol=1e-3, rtol=1e-4)
+
+
 def test_generation_keeps_no_state_and_samples_reproducibly():
     m = scramble(tiny('videorope'))
     prompts, clips = two_prompts(m)

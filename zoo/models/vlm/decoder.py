@@ -108,6 +108,9 @@ class Decoder(nn.Module):
         """
         pos = Positions(None, ids=position_ids, attn_mask=attn_mask, is_causal=True)
         terms = self.pe.attn_terms(pos, x.dtype, x.device)
+        # A left-padded query sees no key at all; some SDPA kernels return NaN for it. Zero padded rows after every
+        # block so that their keys and values stay finite (real tokens never attend to them).
+        real = None if attn_mask is None else attn_mask[:, -x.shape[1]:].unsqueeze(-1)
         for i, blk in enumerate(self.blocks):
             term = terms[i]
             if self.grad_checkpointing and self.training and kv_cache is None and not torch.jit.is_scripting():
@@ -115,4 +118,6 @@ class Decoder(nn.Module):
                 x = checkpoint(lambda y, *ts, b=blk, t=term: b(y, t.with_tensors(ts), attn_mask), x, *tensors)
             else:
                 x = blk(x, term, attn_mask, kv_cache, i)
+            if real is not None:
+                x = torch.where(real, x, torch.zeros((), dtype=x.dtype, device=x.device))
         return self.norm(x)
