@@ -116,3 +116,11 @@ def test_bad_inputs_one_line_each(data, ckpts, tmp_path, capsys):
                '--output', str(tmp_path / 'o'))
     assert 'not a video-LLM checkpoint' in err and 'pe_vit_tiny_patch16_ape_224' in err and 'pe_vlm_' in err
     assert not (tmp_path / 'o').exists()                               # nothing written before the inputs are checked
+
+
+@pytest.mark.slow
+def test_demo_videoqa_part(tmp_path):
+    from zoo.demo import _videoqa_demo
+    result = _videoqa_demo(str(tmp_path), ['--threads', '1'], epochs=1)
+    assert {r['frames'] for r in result['rows']} == {4, 8} and not result['failed']
+    assert all(r['n'] == 36 for r in result['rows']) and os.path.isfile(result['paths']['md'])
