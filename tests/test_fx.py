@@ -90,3 +90,21 @@ def test_fx_video_forward_backward(name):
     fx(x)['out'].mean().backward()
     missing = [n for n, p in fx.named_parameters() if p.grad is None]
     assert not missing, f'no gradient through the traced graph for {missing}'
+
+
+@pytest.mark.parametrize('name', ['pe_vit_tiny_patch16_rope_mixed_224', 'pe_vit_tiny_patch16_irpe_k_224'])
+def test_fx_training_with_patch_dropout(name):
+    """Patch dropout (a per-sample token subset, each token at its own position) traces and trains."""
+    model = _small(name, patch_drop_rate=0.5)
+    fx = _traced(model, 'blocks.0.mlp.fc1')
+    x = torch.randn(2, 3, 32, 32)
+    fx.train()
+    out = fx(x)
+    assert out['blocks.0.mlp.fc1'].shape[1] == 1 + 8  # class token + half of the 16 patches
+    out['out'].mean().backward()
+    missing = [n for n, p in fx.named_parameters() if p.grad is None]
+    assert not missing, f'no gradient through the traced graph for {missing}'
+    fx.eval()
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(fx(x)['out'], model(x))  # no dropout in eval: the full grid

@@ -6,22 +6,29 @@ choices, input checks with clear errors), so the backbone calls every PE hook th
 They are registered as leaves (``torch.fx.wrap`` and timm's ``register_notrace_function``), as timm does for its own
 position-embedding helpers: the traced graph calls them with the real tensors and ``Positions``, so the encoding's
 code, caches and errors behave exactly as in eager mode. ``Attention`` is registered as a leaf module
-(``register_notrace_module``) because it receives the encoding's ``AttnTerm`` objects, which FX cannot represent.
-In eager mode, TorchScript aside, these are plain calls: nothing changes.
+(``register_notrace_module``) because it receives the encoding's ``AttnTerm`` objects, which FX cannot represent, and
+so is ``PatchDropoutLeaf`` (timm's patch dropout counts the kept tokens with ``int()``). In eager mode these are plain
+calls: nothing changes.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
 import torch
-from timm.layers import register_notrace_function, register_notrace_module
+from timm.layers import PatchDropoutWithIndices, register_notrace_function, register_notrace_module
 
 from zoo.encodings import AttnTerm, Positions, PosEncoding
 from .attention import Attention
 
-__all__ = ['pe_embed', 'pe_mix', 'pe_attn_terms', 'pe_has_attn_terms']
+__all__ = ['pe_embed', 'pe_mix', 'pe_attn_terms', 'pe_has_attn_terms', 'PatchDropoutLeaf']
 
 register_notrace_module(Attention)
+
+
+@register_notrace_module
+class PatchDropoutLeaf(PatchDropoutWithIndices):
+    """timm's ``PatchDropoutWithIndices`` (returns ``(tokens, keep_indices)``), as an FX leaf: it sizes the kept subset
+    with ``int()`` of the token count. A subclass, so timm's own models are not affected."""
 
 
 @torch.fx.wrap

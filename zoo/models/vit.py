@@ -19,8 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.jit import Final
 
-from timm.layers import (PatchDropoutWithIndices, PatchEmbed, get_act_layer, get_norm_layer, register_notrace_function,
-                         to_2tuple)
+from timm.layers import (PatchEmbed, get_act_layer, get_norm_layer, register_notrace_function, to_2tuple)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint, named_apply
@@ -28,7 +27,7 @@ from timm.models.vision_transformer import init_weights_vit_timm
 
 import zoo.encodings  # noqa: F401  (registers the encodings)
 from zoo.encodings import Positions, check_keep_indices, create_pos_encoding
-from ._fx import pe_attn_terms, pe_embed, pe_has_attn_terms, pe_mix
+from ._fx import PatchDropoutLeaf, pe_attn_terms, pe_embed, pe_has_attn_terms, pe_mix
 from .attention import Attention, Block
 from .checkpoint_filters import checkpoint_filter_fn
 
@@ -169,8 +168,7 @@ class PEVisionTransformer(nn.Module):
             if not self.pe.supports_subsets:
                 raise ValueError(f'patch_drop_rate > 0 drops tokens from the patch grid, which the {pe!r} encoding '
                                  'needs intact (a convolution over the grid); use patch_drop_rate=0 with it')
-            self.patch_drop = PatchDropoutWithIndices(patch_drop_rate, num_prefix_tokens=self.num_prefix_tokens,
-                                                      ordered=True)
+            self.patch_drop = PatchDropoutLeaf(patch_drop_rate, num_prefix_tokens=self.num_prefix_tokens, ordered=True)
         else:
             self.patch_drop = None
         self.norm_pre = norm_layer(embed_dim) if pre_norm else nn.Identity()
