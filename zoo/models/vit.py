@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.jit import Final
 
-from timm.layers import (PatchEmbed, get_act_layer, get_norm_layer, register_notrace_function, to_2tuple)
+from timm.layers import (PatchEmbed, calculate_drop_path_rates, get_act_layer, get_norm_layer, global_pool_nlc,
+                         register_notrace_function, to_2tuple)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint, named_apply
@@ -173,7 +174,7 @@ class PEVisionTransformer(nn.Module):
             self.patch_drop = None
         self.norm_pre = norm_layer(embed_dim) if pre_norm else nn.Identity()
 
-        dpr = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # stochastic depth decay rule
+        dpr = calculate_drop_path_rates(drop_path_rate, depth)  # stochastic depth decay rule (timm)
         self.blocks = nn.Sequential(*[
             Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm,
                   proj_drop=proj_drop_rate, attn_drop=attn_drop_rate, init_values=init_values, drop_path=dpr[i],
@@ -336,11 +337,7 @@ class PEVisionTransformer(nn.Module):
 
     def pool(self, x: torch.Tensor, pool_type: Optional[str] = None) -> torch.Tensor:
         pool_type = self.global_pool if pool_type is None else pool_type
-        if pool_type == 'token':
-            return x[:, 0]
-        if pool_type == 'avg':
-            return x[:, self.num_prefix_tokens:].mean(dim=1)
-        return x
+        return global_pool_nlc(x, pool_type=pool_type, num_prefix_tokens=self.num_prefix_tokens)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.fc_norm(self.pool(x))
