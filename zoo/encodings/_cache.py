@@ -11,7 +11,7 @@ __all__ = ['TableCache', 'caching_allowed', 'param_key']
 
 def caching_allowed() -> bool:
     """Tables are not cached while tracing or compiling (the graph owns them there)."""
-    if torch.jit.is_tracing() or torch.jit.is_scripting():
+    if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.fx._symbolic_trace.is_fx_symbolic_tracing():
         return False
     compiler = getattr(torch, 'compiler', None)
     if compiler is None:
