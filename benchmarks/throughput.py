@@ -98,16 +98,42 @@ def time_round_robin(steps: Dict[str, Callable[[], None]], warmup: int, repeats:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def _status_kib(field: str) -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise OSError(f'/proc/self/status has no {field}')
+
+
+def measure_peak_mib(step: Callable[[], None]) -> float:
+    """Growth of the resident set size (MiB) at its peak while ``step`` runs twice, over the RSS before.
+
+    On Linux the high-water mark is reset first (``/proc/self/clear_refs``), so the peaks of building the model do
+    not hide those of the steps; elsewhere it is the growth of ``ru_maxrss``.
+    """
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        base = _status_kib('VmRSS')
+        step()
+        step()
+        return (_status_kib('VmHWM') - base) / 1024
+    except OSError:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        step()
+        step()
+        return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
 def peak_memory_mib(key: str, size: int, batch_size: int, mode: str, frames: int = 0) -> float:
-    """Run one model's loop in a fresh process and return the growth of its peak RSS (MiB)."""
+    """Run one model's steps in a fresh process and return its peak memory growth (MiB, :func:`measure_peak_mib`)."""
     code = (
-        'import resource, sys, torch; sys.path.insert(0, "benchmarks"); import throughput as t\n'
+        'import sys, torch; sys.path.insert(0, "benchmarks"); import throughput as t\n'
         f'torch.set_num_threads({torch.get_num_threads()})\n'
         f'm = t.build({key!r}, {size}, {frames}); x = t.make_input({batch_size}, {size}, {frames})\n'
         f'step = (t.infer_step if {mode!r} == "infer" else t.train_step)(m, x)\n'
-        'before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n'
-        'step(); step()\n'
-        'print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n')
+        'print(t.measure_peak_mib(step))\n')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return float(out.stdout.strip().splitlines()[-1])
@@ -170,6 +196,13 @@ def run_video(args: argparse.Namespace) -> List[Dict]:
     for mode in modes:
         for frames in args.frames:
             for size in args.sizes:
+                if args.memory_only:
+                    for key in args.memory_pes:
+                        rows.append(dict(mode=mode, frames=frames, size=size, tokens=(frames // 2) * (size // 16) ** 2,
+                                         model=f'pe_video_vit_small_patch16_{key}_224', pe=key,
+                                         peak_mib=peak_memory_mib(key, size, args.batch_size, mode, frames)))
+                    print(f'done: memory {mode} at {frames}x{size}', file=sys.stderr)
+                    continue
                 x = make_input(args.batch_size, size, frames)
                 steps = {}
                 for key in args.pes:
@@ -188,7 +221,7 @@ def run_video(args: argparse.Namespace) -> List[Dict]:
                     rows.append(row)
                 del steps
                 print(f'done: {mode} at {frames}x{size}', file=sys.stderr)
-    if args.memory:  # the memory ratio against sincos of the same clip and mode
+    if args.memory or args.memory_only:  # the memory ratio against sincos of the same clip and mode
         for r in rows:
             if 'peak_mib' in r:
                 ref = [q for q in rows if q['pe'] == 'sincos' and 'peak_mib' in q and
@@ -201,18 +234,21 @@ def run_video(args: argparse.Namespace) -> List[Dict]:
 def video_markdown(rows: List[Dict], args: argparse.Namespace) -> str:
     cpu = platform.processor() or platform.machine()
     lines = [f'CPU ({os.cpu_count()} cores, {args.threads} threads, {cpu}), torch {torch.__version__}, '
-             f'timm {timm.__version__}, video ViT-S (tubelet 2 x 16 x 16), batch {args.batch_size}, median of '
-             f'{args.repeats} round-robin rounds after {args.warmup} warm-up rounds; times are '
-             f'{"CPU time of the benchmark process (time.process_time)" if args.clock == "cpu" else "wall time"}.',
-             '',
-             '| mode | clip | tokens | PE | ms/batch | clips/s | vs our sincos |', '|---|---|---|---|---|---|---|']
-    for r in rows:
+             f'timm {timm.__version__}, video ViT-S (tubelet 2 x 16 x 16), batch {args.batch_size}' +
+             ('.' if args.memory_only else
+              f', median of {args.repeats} round-robin rounds after {args.warmup} warm-up rounds; times are '
+              f'{"CPU time of the benchmark process (time.process_time)" if args.clock == "cpu" else "wall time"}.'),
+             '']
+    if not args.memory_only:
+        lines += ['| mode | clip | tokens | PE | ms/batch | clips/s | vs our sincos |', '|---|---|---|---|---|---|---|']
+    for r in (rows if not args.memory_only else []):
         lines.append(f'| {r["mode"]} | {r["frames"]}x{r["size"]}² | {r["tokens"]} | `{r["pe"]}` | {r["ms"]:.0f} | '
                      f'{r["clips_per_s"]:.2f} | {r["vs_sincos"]:.2f} |')
     mem = [r for r in rows if 'peak_mib' in r]
     if mem:
-        lines += ['', 'Peak memory: growth of the peak resident set size of a fresh process running two steps of '
-                  'one model (MiB).', '', '| mode | clip | PE | peak MiB | vs our sincos |', '|---|---|---|---|---|']
+        lines += ['', 'Peak memory: growth of the resident set size at its peak while a fresh process runs two '
+                  'steps of one model, over its size before them (MiB; peak reset through /proc/self/clear_refs).', '',
+                  '| mode | clip | PE | peak MiB | vs our sincos |', '|---|---|---|---|---|']
         lines += [f'| {r["mode"]} | {r["frames"]}x{r["size"]}² | `{r["pe"]}` | {r["peak_mib"]:.0f} | '
                   f'{r["peak_vs_sincos"]:.2f} |' for r in mem]
     return '\n'.join(lines)
@@ -236,6 +272,7 @@ def main(argv=None) -> None:
     parser.add_argument('--clock', choices=sorted(CLOCKS), default='wall',
                         help='--video: wall time, or cpu = this process\'s CPU time (time.process_time), robust to '
                              'other jobs on a shared machine; with --threads 1 it is the compute time')
+    parser.add_argument('--memory-only', action='store_true', help='--video: only the peak memory of --memory-pes')
     parser.add_argument('--memory-pes', nargs='+', default=['sincos', 'irpe_k'],
                         help='--video --memory: the PEs whose peak memory is measured')
     args = parser.parse_args(argv)
