@@ -116,6 +116,30 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
     return lines
 
 
+def ramp_shares(args):
+    """Per encoding: the share of rotary frequency components that YaRN's ramp keeps even partly (``r >= alpha``,
+    ``r = L |theta| / 2 pi`` over the training extent L), read from the seed-0 checkpoint, and the temperature."""
+    import math
+    import torch
+    from zoo.eval.resolution import _load_model
+    lines, below = [], True
+    for pe in args.pes:
+        path = os.path.join(args.out, f'{pe}_s{args.seeds[0]}', 'checkpoint-last.pth')
+        model, _ = _load_model(dict(model=None, checkpoint=path), {})
+        ext = model.pe.extrapolation
+        freqs = model.pe.bands if hasattr(model.pe, 'bands') else model.pe.freqs.detach()
+        length = max(ext.train_grid)
+        r = length * freqs.abs().float() / (2 * math.pi)
+        below &= bool((r < ext.alpha).all())
+        lines.append(f'- `{pe}`: training grid {"x".join(f"{g:g}" for g in ext.train_grid)}; largest r = '
+                     f'{float(r.max()):.2f} turns, {100 * float((r >= ext.alpha).float().mean()):.1f} % of the '
+                     f'frequency components at r >= alpha = {ext.alpha:g}.')
+    sizes = [s for s in args.sizes if s > 32]
+    temps = ', '.join(f'{s} px: sqrt(1/t) = {0.1 * math.log((s / 32) ** 2) + 1:.3f} (logits x '
+                      f'{(0.1 * math.log((s / 32) ** 2) + 1) ** 2:.3f})' for s in sizes)
+    return lines + [f'- YaRN temperature (s = token-count ratio, both axes scaled): {temps}.'], below
+
+
 def write_docs(args, wall_s: float) -> None:
     with open(os.path.join(args.eval_dir, 'results.json')) as f:
         res = json.load(f)
@@ -162,6 +186,18 @@ def write_docs(args, wall_s: float) -> None:
               'noise when it exceeds the runner-up by more than twice the larger seed spread of the two (the rule of '
               '[cifar10.md](cifar10.md); two seeds are a thin estimate of noise, so borderline cases are ties).', '']
     lines += verdicts(summary)
+    shares, below = ramp_shares(args)
+    ramp = ('On this training grid every rotary frequency component turns less than alpha = 1 times over the '
+            'training extent (list below), so YaRN\'s ramp interpolates every pair exactly like `pi`: here `yarn` is '
+            '`pi` plus the attention temperature, and the `pi` / `yarn` difference isolates the temperature.'
+            if below else 'Some frequency components turn more than alpha times over the training extent (list '
+            'below): for them YaRN keeps (part of) the original frequency, unlike `pi`.')
+    lines += ['', '## Reading', '', ramp + ' NTK keeps the highest frequency of each ladder and extrapolates it to '
+              'positions it never saw in training; its rows staying close to `none` are consistent with those '
+              'components being what fails on the larger grid. The checkpoints were trained for this page with the '
+              '`zoo train` command below (run directories are not committed), so their 32 px numbers are not those '
+              'of the runs in [cifar10.md](cifar10.md) (same recipe and seeds; CPU training is not bit-reproducible '
+              'across code versions).', ''] + shares
     lines += ['', '## How it was made', '', '```bash', 'python benchmarks/extrapolation_sweep.py', '```', '',
               'which trains (or reuses) `runs/cifar10/<pe>_s<seed>` with `zoo train --config '
               'configs/cifar10_<pe>.yaml --seed <seed>` and then runs', '', '```bash',
