@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> List[Dict]:
                     steps[key] = (infer_step if mode == 'infer' else train_step)(build(key, size), x)
                 except (RuntimeError, ValueError) as err:  # an encoding that is not available in this checkout
                     print(f'skipping {key}: {err}', file=sys.stderr)
-            med = time_round_robin(steps, args.warmup, args.repeats)
+            med = time_round_robin(steps, args.warmup, args.repeats, CLOCKS[args.clock])
             for key, sec in med.items():
                 row = dict(mode=mode, size=size, model=model_name(key), pe=key, ms=1e3 * sec,
                            img_per_s=args.batch_size / sec,
@@ -270,7 +270,7 @@ def main(argv=None) -> None:
                                                              '--frames 8 16, --sizes 224, --batch-size 2)')
     parser.add_argument('--frames', nargs='+', type=int, default=[8, 16], help='--video: clip lengths (frames)')
     parser.add_argument('--clock', choices=sorted(CLOCKS), default='wall',
-                        help='--video: wall time, or cpu = this process\'s CPU time (time.process_time), robust to '
+                        help='wall time, or cpu = this process\'s CPU time (time.process_time), robust to '
                              'other jobs on a shared machine; with --threads 1 it is the compute time')
     parser.add_argument('--memory-only', action='store_true', help='--video: only the peak memory of --memory-pes')
     parser.add_argument('--memory-pes', nargs='+', default=['sincos', 'irpe_k'],
