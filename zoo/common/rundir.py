@@ -13,15 +13,18 @@ import json
 import logging
 import os
 import socket
-from typing import Any, Dict, Optional
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional
 
 from .errors import OutputDirError
+from .io import TMP_PREFIX, clean_temp_files
 
-__all__ = ['RunDirLock', 'LOCK_NAME']
+__all__ = ['RunDirLock', 'LOCK_NAME', 'STAGING', 'previous_results', 'sweep_output_dir']
 
 _logger = logging.getLogger('zoo.rundir')
 
 LOCK_NAME = '.zoo.lock'
+STAGING = 'incomplete'  # where an --overwrite sweep writes until its report is complete
 
 
 def _start_time(pid: int) -> Optional[str]:
@@ -132,3 +135,30 @@ class RunDirLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+def previous_results(out: str) -> List[str]:
+    """Files in ``out`` other than the lock, temp files and the staging folder of an interrupted ``--overwrite``."""
+    if not os.path.isdir(out):
+        return []
+    return [n for n in os.listdir(out) if n not in (LOCK_NAME, STAGING) and not n.startswith(TMP_PREFIX)]
+
+
+@contextmanager
+def sweep_output_dir(output: str, command: str, overwrite: bool) -> Iterator[bool]:
+    """Own ``output`` for a sweep (``zoo eval-resolution``, ``eval-frames``, ``eval-video``): take the lock, remove
+    temp files left by a killed run, and refuse a directory holding results unless ``overwrite``.
+
+    Yields:
+        True when earlier results exist (the sweep then writes into ``output/STAGING`` until it is complete).
+
+    Raises:
+        OutputDirError: the directory is locked by another run, or holds results and ``overwrite`` is False.
+    """
+    with RunDirLock(output, command):
+        clean_temp_files(output)
+        old = previous_results(output)
+        if old and not overwrite:
+            raise OutputDirError(f'output dir {output!r} already exists; pass --overwrite to replace its results '
+                                 '(the old report stays until the new one is complete) or choose another --output')
+        yield bool(old)

@@ -30,16 +30,15 @@ import torch
 
 from zoo.common.build import is_zoo_model
 from zoo.common.data import make_loader
-from zoo.common.errors import OutputDirError
 from zoo.common.evaluate import evaluate
-from zoo.common.io import clean_temp_files, write_atomic, write_results_file, write_text_atomic
+from zoo.common.io import write_atomic, write_results_file, write_text_atomic
 from zoo.common.options import amp_dtype, parse_model_kwargs
-from zoo.common.rundir import RunDirLock
+from zoo.common.rundir import STAGING, sweep_output_dir
 from zoo.common.task import VideoClassificationTask
 from zoo.common.video_data import (collate_video_skip_bad, configure_clips, is_video_model, model_mean_std,
                                    open_video_split, video_num_frames)
 from zoo.datasets import find_split
-from .resolution import _STAGING, _check_args, _entries, _load_model, _old_results, build_eval_parser
+from .resolution import _check_args, _entries, _load_model, build_eval_parser
 
 __all__ = ['build_frames_parser', 'eval_frames', 'write_frames_report']
 
@@ -156,15 +155,10 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     _check_frames_args(args)
-    with RunDirLock(args.output, 'zoo eval-frames'):
-        clean_temp_files(args.output)
-        old = _old_results(args.output)
-        if old and not args.overwrite:
-            raise OutputDirError(f'output dir {args.output!r} already exists; pass --overwrite to replace its results '
-                                 '(the old report stays until the new one is complete) or choose another --output')
+    with sweep_output_dir(args.output, 'zoo eval-frames', args.overwrite) as staged:
         cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-frames-')
         try:
-            return _sweep(args, staged=bool(old), cache_dir=cache)
+            return _sweep(args, staged=staged, cache_dir=cache)
         finally:
             if not args.frame_cache:
                 shutil.rmtree(cache, ignore_errors=True)
@@ -178,9 +172,9 @@ def _sweep(args, staged: bool, cache_dir: str) -> Dict[str, Any]:
     probe = open_video_split(root, args.data_dir, args.max_per_class, args.class_map)
     classes = probe.classes
     loaded = _load_video_models(args, classes, root)
-    target = os.path.join(args.output, _STAGING) if staged else args.output
-    if os.path.isdir(os.path.join(args.output, _STAGING)):
-        shutil.rmtree(os.path.join(args.output, _STAGING))
+    target = os.path.join(args.output, STAGING) if staged else args.output
+    if os.path.isdir(os.path.join(args.output, STAGING)):
+        shutil.rmtree(os.path.join(args.output, STAGING))
     os.makedirs(target, exist_ok=True)
     task = VideoClassificationTask(len(classes))
     models = [dict(label=m['label'], model=m['name'], checkpoint=m['checkpoint'], train_size=m['train_size'],

@@ -29,9 +29,9 @@ from zoo.common.build import check_model_identity, create_zoo_model, is_zoo_mode
 from zoo.common.data import apply_class_map, check_class_folders, load_class_map, make_loader
 from zoo.common.errors import OutputDirError
 from zoo.common.evaluate import evaluate
-from zoo.common.io import TMP_PREFIX, checkpoint_meta, clean_temp_files, load_checkpoint, write_results_file
+from zoo.common.io import checkpoint_meta, load_checkpoint, write_results_file
 from zoo.common.options import INTERPOLATIONS, amp_dtype, check_device, parse_model_kwargs
-from zoo.common.rundir import LOCK_NAME, RunDirLock
+from zoo.common.rundir import STAGING, sweep_output_dir
 from zoo.common.task import ImageClassificationTask
 from zoo.datasets import open_image_folder
 from zoo.encodings.extrapolation import STRATEGIES, extrapolation_of, set_extrapolation
@@ -198,7 +198,6 @@ def _load_model(entry: Dict[str, Any], cli_kwargs: Dict[str, Any], use_ema: bool
 
 
 _RESULT_FILES = ('results.csv', 'results.json', 'report.md', 'scaling.png', 'heatmap.png')
-_STAGING = 'incomplete'
 
 
 def _check_args(args) -> None:
@@ -222,13 +221,6 @@ def _check_args(args) -> None:
     check_device(args.device)
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise OutputDirError(f'--output {args.output!r} is a file, not a directory; choose another --output')
-
-
-def _old_results(out: str) -> List[str]:
-    """Files in ``out`` other than the lock, temp files and the staging folder of an interrupted ``--overwrite``."""
-    if not os.path.isdir(out):
-        return []
-    return [n for n in os.listdir(out) if n not in (LOCK_NAME, _STAGING) and not n.startswith(TMP_PREFIX)]
 
 
 def _open_eval_folder(args, transform=None):
@@ -259,13 +251,8 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     _check_args(args)
-    with RunDirLock(args.output, 'zoo eval-resolution'):
-        clean_temp_files(args.output)
-        old = _old_results(args.output)
-        if old and not args.overwrite:
-            raise OutputDirError(f'output dir {args.output!r} already exists; pass --overwrite to replace its results '
-                                 '(the old report stays until the new one is complete) or choose another --output')
-        return _sweep(args, staged=bool(old))
+    with sweep_output_dir(args.output, 'zoo eval-resolution', args.overwrite) as staged:
+        return _sweep(args, staged=staged)
 
 
 def _load_zero_shot(args, entries: List[Dict[str, Any]], classes: List[str]):
@@ -393,9 +380,9 @@ def _sweep(args, staged: bool) -> Dict[str, Any]:
     probe = _open_eval_folder(args)  # fails early on a missing / empty folder
     classes, data_root = probe.classes, probe.root
     loaded = _load_all(args, sizes, classes, data_root)
-    target = os.path.join(args.output, _STAGING) if staged else args.output
-    if os.path.isdir(os.path.join(args.output, _STAGING)):
-        shutil.rmtree(os.path.join(args.output, _STAGING))  # an earlier interrupted --overwrite
+    target = os.path.join(args.output, STAGING) if staged else args.output
+    if os.path.isdir(os.path.join(args.output, STAGING)):
+        shutil.rmtree(os.path.join(args.output, STAGING))  # an earlier interrupted --overwrite
     os.makedirs(target, exist_ok=True)
     if staged:
         _logger.info('writing the new results to %s; they replace the old report when the sweep is complete', target)

@@ -45,12 +45,11 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from zoo.common.errors import OutputDirError
-from zoo.common.io import checkpoint_meta, clean_temp_files, load_checkpoint, write_atomic, write_text_atomic
+from zoo.common.io import checkpoint_meta, load_checkpoint, write_atomic, write_text_atomic
 from zoo.common.options import check_device
-from zoo.common.rundir import RunDirLock
+from zoo.common.rundir import STAGING, sweep_output_dir
 from zoo.common.videoqa_task import LETTERS, format_question
 from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, read_video, resize_frames
-from .resolution import _STAGING, _old_results
 
 __all__ = ['build_video_parser', 'eval_video', 'load_video_llm', 'parse_choice', 'write_video_report']
 
@@ -288,15 +287,10 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     m['model'].visual_grid(t, s, s)
                 except ValueError as e:
                     raise ValueError(f'{m["label"]} cannot take {t} frames x {s} px: {e}') from None
-    with RunDirLock(args.output, 'zoo eval-video'):
-        clean_temp_files(args.output)
-        old = _old_results(args.output)
-        if old and not args.overwrite:
-            raise OutputDirError(f'output dir {args.output!r} already exists; pass --overwrite to replace its results '
-                                 '(the old report stays until the new one is complete) or choose another --output')
+    with sweep_output_dir(args.output, 'zoo eval-video', args.overwrite) as staged:
         cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-videoqa-')
         try:
-            return _sweep(args, records, report, loaded, staged=bool(old), cache_dir=cache)
+            return _sweep(args, records, report, loaded, staged=staged, cache_dir=cache)
         finally:
             if not args.frame_cache:
                 shutil.rmtree(cache, ignore_errors=True)
@@ -305,9 +299,9 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 def _sweep(args, records, report, loaded, staged: bool, cache_dir: str) -> Dict[str, Any]:
     device = torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
     frames_list = sorted(dict.fromkeys(args.frames))
-    target = os.path.join(args.output, _STAGING) if staged else args.output
-    if os.path.isdir(os.path.join(args.output, _STAGING)):
-        shutil.rmtree(os.path.join(args.output, _STAGING))
+    target = os.path.join(args.output, STAGING) if staged else args.output
+    if os.path.isdir(os.path.join(args.output, STAGING)):
+        shutil.rmtree(os.path.join(args.output, STAGING))
     os.makedirs(target, exist_ok=True)
     plan = [(t, s, m) for t in frames_list for m in loaded
             for s in sorted(dict.fromkeys(args.sizes or [m['train_size']]), reverse=True)]
