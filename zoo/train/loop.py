@@ -308,6 +308,15 @@ class _Run:
         self.task = VideoClassificationTask(len(self.data.classes), smoothing=args.smoothing) if self.video else \
             ImageClassificationTask(len(self.data.classes), smoothing=args.smoothing, mixup=args.mixup,
                                     cutmix=args.cutmix, mixup_prob=args.mixup_prob, channels_last=args.channels_last)
+        self._setup_optimization(args, ckpt, device)
+        self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
+                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size, num_frames=self.num_frames,
+                         num_classes=len(self.data.classes), class_names=list(self.data.classes),
+                         data_config=self.data.data_cfg, args=_plain(vars(args)), world_size=world)
+
+    def _setup_optimization(self, args, ckpt: Optional[Dict[str, Any]], device: torch.device) -> None:
+        """AMP dtype, timm optimizer and scheduler (stepped per update), loss scaler, EMA and the resumed state:
+        everything after the model, data and task, shared by every training run (image, video, video-LLM)."""
         self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
         self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
         self.updates_per_epoch = math.ceil(len(self.data.train_loader) / args.grad_accum_steps)
@@ -321,10 +330,6 @@ class _Run:
         self.start_epoch, self.history, self.best_top1, self.best_epoch = 0, [], -1., -1
         if ckpt is not None:
             self._restore(ckpt)
-        self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
-                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size, num_frames=self.num_frames,
-                         num_classes=len(self.data.classes), class_names=list(self.data.classes),
-                         data_config=self.data.data_cfg, args=_plain(vars(args)), world_size=world)
 
     def _datasets(self):
         args = self.args

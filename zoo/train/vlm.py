@@ -26,12 +26,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
-from timm.optim import create_optimizer_v2
-from timm.scheduler import create_scheduler_v2
-from timm.utils import ModelEmaV3, NativeScaler
 
 from zoo.common.io import load_checkpoint
-from zoo.common.options import amp_dtype, check_device
+from zoo.common.options import check_device
 from zoo.common.videoqa_task import VideoQATask
 from zoo.datasets import FrameSampling, VideoReadError, read_video
 from zoo.datasets.video_folder import BadVideo
@@ -225,19 +222,7 @@ class _VLMRun(_Run):
         self.data = self._vlm_loaders()
         self.model.to(device)
         self.task = VideoQATask(self.model)
-        self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
-        self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
-        self.updates_per_epoch = math.ceil(len(self.data.train_loader) / args.grad_accum_steps)
-        self.scheduler, _ = create_scheduler_v2(
-            self.optimizer, sched=args.sched, num_epochs=args.epochs, warmup_epochs=args.warmup_epochs,
-            warmup_lr=args.warmup_lr, min_lr=args.min_lr, step_on_epochs=False,
-            updates_per_epoch=self.updates_per_epoch)
-        self.scaler = NativeScaler(device=device.type) \
-            if self.amp_dtype == torch.float16 and device.type == 'cuda' else None
-        self.ema = ModelEmaV3(self.model, decay=args.model_ema_decay) if args.model_ema else None
-        self.start_epoch, self.history, self.best_top1, self.best_epoch = 0, [], -1., -1
-        if ckpt is not None:
-            self._restore(ckpt)
+        self._setup_optimization(args, ckpt, device)
         self.meta = dict(model_name=args.model, pe=self.model.pe_name, model_kwargs=_plain(args.model_kwargs),
                          img_size=self.img_size, num_frames=args.num_frames, sampling=self.sampling.key(),
                          benchmark=args.benchmark, tasks=self.data.classes, data_config=self.data.data_cfg,
