@@ -210,3 +210,18 @@ def test_module_entry_point_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, '-m', 'zoo.train', '--model', 'rope_mixed', '--data-dir', str(tmp_path),
                            '--output', str(tmp_path / 'o')], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and 'Traceback' not in proc.stderr and proc.stderr.count('\n') == 1
+
+
+def test_missing_package_is_one_line_naming_the_extra(monkeypatch, capsys):
+    """A package zoo needs but cannot import: one line naming the extra (optional) or a reinstall (core)."""
+    import zoo.cli as cli
+    from zoo.errors import MissingDependencyError, require
+    with pytest.raises(MissingDependencyError, match=r"pip install 'zoo\[hf\]'"):
+        require('transformers.zoo_no_such_module', 'the Hugging Face adapter')
+
+    def needs(argv):
+        import zoo_no_such_package  # noqa: F401
+    monkeypatch.setitem(cli.SUBCOMMANDS, 'demo', (needs, 'x'))
+    assert main(['demo']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'zoo_no_such_package' is not installed" in err[0] and 'reinstall zoo' in err[0]

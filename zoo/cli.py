@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors() -> tuple:
-    from zoo.common.errors import ZooError
+    from zoo.errors import ZooError
     from zoo.models import CheckpointMismatchError
     return (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError,
             CheckpointMismatchError, ZooError)
@@ -146,6 +146,12 @@ def _run_delegated(name: str, func: Callable[[List[str]], int], argv: List[str])
         if os.environ.get('ZOO_DEBUG'):
             raise
         print(f'zoo {name}: error: {" ".join(str(e).split())}', file=sys.stderr)  # one line
+        return 2
+    except ModuleNotFoundError as e:  # a package zoo needs is missing: name it and the install command
+        if os.environ.get('ZOO_DEBUG') or not e.name:
+            raise
+        from zoo.errors import install_hint
+        print(f'zoo {name}: error: the package {e.name!r} is not installed; {install_hint(e.name)}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f'zoo {name}: interrupted', file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Reading frames from video files with decord: sampling rules, timestamps, clear errors, an on-disk frame cache.
+"""Reading frames from video files with decord (PyAV where decord has no wheel): sampling rules, timestamps, clear errors, an on-disk frame cache.
 
 Sampling (:class:`FrameSampling`), all inside an optional ``[start, end]`` window in seconds:
 
@@ -39,7 +39,7 @@ import torch
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['VIDEO_EXTENSIONS', 'VideoReadError', 'FrameSampling', 'VideoInfo', 'VideoClip', 'FrameCache',
-           'probe_video', 'read_video', 'resize_frames', 'frames_to_clip']
+           'probe_video', 'read_video', 'resize_frames', 'frames_to_clip', 'video_backend']
 
 VIDEO_EXTENSIONS = ('.mp4', '.mkv', '.mov', '.avi', '.webm')
 
@@ -64,14 +64,98 @@ class VideoReadError(RuntimeError):
 
 
 def _decord():
-    import decord
+    """decord, or ``None`` where it is not installed (no wheel for the platform) or ``ZOO_VIDEO_BACKEND=pyav``."""
+    if os.environ.get('ZOO_VIDEO_BACKEND', '').lower() == 'pyav':
+        return None
+    try:
+        import decord
+    except ImportError:
+        return None
     decord.logging.set_level(decord.logging.QUIET)  # ffmpeg's own log lines; failures come back as VideoReadError
     return decord
 
 
+def video_backend() -> str:
+    """``'decord'`` where decord is installed (x86-64 Linux and Windows wheels), else ``'pyav'``."""
+    return 'decord' if _decord() is not None else 'pyav'
+
+
+class _Frames:
+    """What decord's ``get_batch`` returns, for the PyAV reader: an array behind ``asnumpy()``."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def asnumpy(self) -> np.ndarray:
+        return self.array
+
+
+class _PyAVReader:
+    """decord's ``VideoReader`` interface (``len``, ``get_avg_fps``, ``get_batch``, ``get_frame_timestamp``) over PyAV,
+    for platforms without a decord wheel (macOS, Linux aarch64) or ``ZOO_VIDEO_BACKEND=pyav``.
+
+    Frames are decoded in presentation order from the start of the stream up to the last requested one (no seeking),
+    so the frame at index ``i`` is exactly the ``i``-th decoded frame; slower than decord on long videos.
+
+    Raises:
+        av.error.FFmpegError / RuntimeError: the file cannot be opened or a requested frame does not decode (mapped
+            to :class:`VideoReadError` by the callers, as decord's errors are).
+    """
+
+    def __init__(self, path: str, width: int = -1, height: int = -1):
+        import av
+        self.path = path
+        self._decoded: Dict[int, Tuple[np.ndarray, float, float]] = {}
+        with av.open(path) as container:
+            if not container.streams.video:
+                raise RuntimeError('the container has no video stream')
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate
+            self._fps = float(rate) if rate else float('nan')
+            n = int(stream.frames or 0)
+            if n <= 0:  # no frame count in the header: count the packets that carry data
+                n = sum(1 for packet in container.demux(stream) if packet.size)
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def get_avg_fps(self) -> float:
+        return self._fps
+
+    def _decode(self, idx: Sequence[int]) -> None:
+        import av
+        wanted = {int(i) for i in idx} - set(self._decoded)
+        if not wanted:
+            return
+        last = max(wanted)
+        with av.open(self.path) as container:
+            stream = container.streams.video[0]
+            for i, frame in enumerate(container.decode(stream)):
+                if i in wanted:
+                    start = float(frame.pts * frame.time_base) if frame.pts is not None else float('nan')
+                    step = 1.0 / self._fps if self._fps > 0 else float('nan')
+                    self._decoded[i] = (frame.to_ndarray(format='rgb24'), start, start + step)
+                if i >= last:
+                    break
+        missing = sorted(wanted - set(self._decoded))
+        if missing:
+            raise RuntimeError(f'frames {missing[0]}..{missing[-1]} do not decode (the stream ends early)')
+
+    def get_batch(self, idx: Sequence[int]) -> _Frames:
+        self._decode(idx)
+        return _Frames(np.stack([self._decoded[int(i)][0] for i in idx]))
+
+    def get_frame_timestamp(self, idx: Sequence[int]) -> np.ndarray:
+        self._decode(idx)
+        return np.array([self._decoded[int(i)][1:] for i in idx], dtype=np.float64)
+
+
 def _open_reader(path: str, **kwargs):
-    """Open one decord reader (CPU, one thread). A single place, so tests can count decoder openings."""
+    """Open one reader (decord on CPU with one thread, else PyAV). A single place, so tests can count openings."""
     decord = _decord()
+    if decord is None:
+        return _PyAVReader(path, **kwargs)
     return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **kwargs)
 
 

@@ -23,11 +23,8 @@ TEMPLATE_SETS = ('openai', 'simple')
 
 
 def _open_clip():
-    try:
-        import open_clip
-    except ImportError:
-        raise ValueError('--zero-shot needs open_clip_torch; install it with pip install "zoo[clip]"') from None
-    return open_clip
+    from zoo.errors import require
+    return require('open_clip', '--zero-shot (CLIP zero-shot evaluation)')
 
 
 def load_templates(spec: str) -> List[Any]:
