@@ -69,7 +69,7 @@ def test_resume_config_contradicting_record(runs, tmp_path, capsys):
 def test_second_run_into_locked_dir(runs, data, tmp_path, capsys):
     import json
     import socket
-    from zoo.common.rundir import _start_time
+    from zoo.runs.rundir import _start_time
     out = tmp_path / 'busy'
     out.mkdir()
     (out / '.zoo.lock').write_text(json.dumps(dict(host=socket.gethostname(), pid=os.getpid(),
@@ -131,7 +131,7 @@ def test_output_is_a_file(runs, data, tmp_path, capsys):
 
 @pytest.mark.parametrize('code,needle', [(errno.ENOSPC, 'free some space'), (errno.EROFS, 'read-only')])
 def test_full_or_read_only_disk_while_saving(data, tmp_path, capsys, monkeypatch, code, needle):
-    from zoo.common import io as zio
+    from zoo.runs import checkpoints as zio
 
     def fail(obj, f):
         raise OSError(code, os.strerror(code))

@@ -16,7 +16,7 @@ open_clip = pytest.importorskip('open_clip')
 
 import zoo  # noqa: E402,F401
 from zoo.cli import main  # noqa: E402
-from zoo.common.build import create_zoo_model, load_weights  # noqa: E402
+from zoo.runs.models import create_zoo_model, load_weights  # noqa: E402
 from zoo.integrations import open_clip as zoc  # noqa: E402
 from zoo.models import CheckpointMismatchError  # noqa: E402
 

@@ -422,7 +422,7 @@ def test_unreadable_training_images_are_named(data, tmp_path, caplog):
 
 _KILL_CHILD = r'''
 import os, sys, time
-from zoo.common import task as task_mod
+from zoo.tasks import classification as task_mod
 marker, after = sys.argv[1], int(sys.argv[2])
 real, calls = task_mod.ImageClassificationTask.loss, [0]
 def loss(self, outputs, batch):  # numerically the same loss; parks the process mid-epoch after `after` steps
@@ -501,7 +501,7 @@ def _write_lock(folder, pid, start=None):
 
 
 def test_output_dir_lock(run, data, tmp_path, capsys, caplog):
-    from zoo.common.rundir import _start_time
+    from zoo.runs.rundir import _start_time
     busy = str(tmp_path / 'busy')
     _write_lock(busy, os.getpid(), _start_time(os.getpid()))  # a live owner
     err = _err(capsys, ['train', '--model', APE, '--data-dir', data, *TINY, '--output', busy])
@@ -525,8 +525,8 @@ def test_output_dir_lock(run, data, tmp_path, capsys, caplog):
 
 def test_checkpoint_write_failure_keeps_previous_files(run, tmp_path, monkeypatch):
     import errno
-    from zoo.common import io as zio
-    from zoo.common.errors import OutputWriteError
+    from zoo.runs import checkpoints as zio
+    from zoo.errors import OutputWriteError
     out = tmp_path / 'w'
     shutil.copytree(run['output'], out)
     last, best = out / 'checkpoint-last.pth', out / 'checkpoint-best.pth'
@@ -608,8 +608,8 @@ def test_plain_timm_model_and_ema_through_run(data, tmp_path):
     ckpt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)
     model = timm.create_model('vit_tiny_patch16_224', num_classes=3, img_size=32, **ckpt['meta']['model_kwargs'])
     model.load_state_dict(ckpt['model_ema'])
-    from zoo.common.evaluate import evaluate
-    from zoo.common.data import make_loader
+    from zoo.tasks.evaluate import evaluate
+    from zoo.datasets.splits import make_loader
     from zoo.datasets import open_image_folder
     cfg = ckpt['meta']['data_config']
     tf = create_transform((3, 32, 32), interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'],

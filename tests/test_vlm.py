@@ -450,7 +450,7 @@ def test_train_vlm_trains_resumes_exactly_and_keeps_ema(tmp_path, monkeypatch):
     assert len(_metrics(tmp_path / 'resumed')) == 1
     vlm.train_vlm(['--output', str(tmp_path / 'resumed'), '--resume', '--no-progress'])
     assert _metrics(tmp_path / 'resumed') == rows                    # bit-exact: data order, frames, gamma draws
-    from zoo.common.errors import ResumeMismatchError
+    from zoo.errors import ResumeMismatchError
     with pytest.raises(ResumeMismatchError, match='--num-frames 8'):
         vlm.train_vlm(['--output', str(tmp_path / 'resumed'), '--resume', '--num-frames', '8'])
 
@@ -466,7 +466,7 @@ def test_train_vlm_cli_and_bad_options(tmp_path):
 
 def test_videoqa_task_counts(tmp_path):
     """The task's multiple-choice accuracy picks the letter among the options; exact match needs every token."""
-    from zoo.common.videoqa_task import VideoQATask, format_question
+    from zoo.tasks.videoqa import VideoQATask, format_question
     from zoo.datasets.videoqa import VideoQARecord
     m = tiny('mrope')
     task = VideoQATask(m)

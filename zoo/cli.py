@@ -10,8 +10,6 @@ Adding a subcommand: write ``func(argv: List[str]) -> int`` (its own argparse pa
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -124,44 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _user_errors() -> tuple:
-    from zoo.errors import ZooError
-    from zoo.models import CheckpointMismatchError
-    return (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError,
-            CheckpointMismatchError, ZooError)
-
-
-def _run_delegated(name: str, func: Callable[[List[str]], int], argv: List[str]) -> int:
-    """Run a subcommand; user errors become one message on stderr and exit status 2 (``ZOO_DEBUG=1``: traceback)."""
-    from timm.utils.log import FormatterNoInfo
-    root = logging.getLogger('zoo')
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(FormatterNoInfo())  # timm's: INFO lines as is, others prefixed with their level
-        root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
-        return func(argv)
-    except _user_errors() as e:
-        if os.environ.get('ZOO_DEBUG'):
-            raise
-        print(f'zoo {name}: error: {" ".join(str(e).split())}', file=sys.stderr)  # one line
-        return 2
-    except ModuleNotFoundError as e:  # a package zoo needs is missing: name it and the install command
-        if os.environ.get('ZOO_DEBUG') or not e.name:
-            raise
-        from zoo.errors import install_hint
-        print(f'zoo {name}: error: the package {e.name!r} is not installed; {install_hint(e.name)}', file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f'zoo {name}: interrupted', file=sys.stderr)
-        return 130
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
-        return _run_delegated(argv[0], SUBCOMMANDS[argv[0]][0], argv[1:])
+        from zoo.runs.command import run_command
+        return run_command(argv[0], SUBCOMMANDS[argv[0]][0], argv[1:])
     build_parser().parse_args(argv)  # prints usage / help, or the error for an unknown subcommand
     return 2
 

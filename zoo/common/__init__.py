@@ -1,12 +1,8 @@
-"""Helpers shared by training and evaluation (train never imports eval, and eval never imports train).
+"""Moved (round 3): this package keeps the old import paths working as aliases of the new homes.
 
-* :mod:`zoo.common.errors`: the user-facing error classes the CLI prints as one line.
-* :mod:`zoo.common.io`: atomic writes, checkpoints (``.pth`` and ``.safetensors``), temp-file clean-up.
-* :mod:`zoo.common.rundir`: one owner per output directory (a lock file with stale-lock detection).
-* :mod:`zoo.common.build`: build a model by name (zoo or plain timm) and load weights into it.
-* :mod:`zoo.common.options`: option parsing shared by the subcommands (``--model-kwargs``, devices, AMP dtype).
-* :mod:`zoo.common.data`: image folders with ``--class-map`` and clear errors for empty class folders.
-* :mod:`zoo.common.metrics`: :class:`EvalCounts` (accuracy counting).
-* :mod:`zoo.common.task`: the pluggable per-task part (batch -> loss / metrics), :class:`ImageClassificationTask`.
-* :mod:`zoo.common.evaluate`: one evaluation loop over a task.
+* :mod:`zoo.errors` (errors), :mod:`zoo.datasets.files` (atomic writes), :mod:`zoo.datasets.splits` (class folders,
+  class maps, video splits, loaders);
+* :mod:`zoo.runs` (run directories and locks, checkpoints, building and loading models, shared options);
+* :mod:`zoo.tasks` (what differs between image, video and video-QA training and evaluation: batches, losses, counts,
+  the evaluation loop).
 """

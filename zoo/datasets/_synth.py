@@ -48,7 +48,7 @@ def write_mp4(path: str, frames: np.ndarray, fps: float = 8, crf: int = 18, fast
     """Encode uint8 ``(T, H, W, 3)`` RGB frames as H.264 (yuv420p, libx264 through PyAV, one thread) to ``path``,
     atomically. H and W must be even. ``faststart`` puts the index (moov) before the frames."""
     import av
-    from zoo.common.io import write_atomic
+    from zoo.datasets.files import write_atomic
     t, h, w, _ = frames.shape
     if h % 2 or w % 2:
         raise ValueError(f'frame size {h}x{w} must be even for yuv420p H.264; choose an even --size')

@@ -128,7 +128,7 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
                 num_frames=num_frames, size=size, fps=fps, seed=seed,
                 clips_dir=os.path.abspath(clips_dir) if clips_dir else None, num_background_segments=len(segs),
                 seconds=round(time.time() - t0, 2))
-    from zoo.common.io import write_text_atomic
+    from zoo.datasets.files import write_text_atomic
     write_text_atomic(os.path.join(out_dir, 'meta.json'), json.dumps(meta, indent=2) + '\n')
     return meta
 

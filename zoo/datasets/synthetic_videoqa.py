@@ -229,7 +229,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         os.makedirs(folder, exist_ok=True)
         write_mp4(os.path.join(folder, name), frames, fps=write_fps)
         items[task].append(dict(video=name, question=q, candidates=cands, answer=ans, **extra))
-    from zoo.common.io import write_text_atomic
+    from zoo.datasets.files import write_text_atomic
     os.makedirs(os.path.join(out_dir, 'json'), exist_ok=True)
     for task, rows in items.items():
         write_text_atomic(os.path.join(out_dir, 'json', f'{task}.json'), json.dumps(rows, indent=1) + '\n')

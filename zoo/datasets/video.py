@@ -485,7 +485,7 @@ class FrameCache:
         return clip
 
     def put(self, key: str, clip: VideoClip) -> None:
-        from zoo.common.io import write_atomic
+        from zoo.datasets.files import write_atomic
         f = self._file(key)
         os.makedirs(os.path.dirname(f), exist_ok=True)
         meta = json.dumps(dict(fps=clip.fps, num_frames=clip.num_frames, decodable_frames=clip.decodable_frames))

@@ -28,15 +28,17 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 import torch
 
-from zoo.common.build import is_zoo_model
-from zoo.common.data import make_loader
-from zoo.common.evaluate import evaluate
-from zoo.common.io import write_atomic, write_results_file, write_text_atomic
-from zoo.common.options import amp_dtype, parse_model_kwargs
-from zoo.common.rundir import STAGING, sweep_output_dir
-from zoo.common.task import VideoClassificationTask
-from zoo.common.video_data import (collate_video_skip_bad, configure_clips, is_video_model, model_mean_std,
-                                   open_video_split, video_num_frames)
+from zoo.runs.models import is_zoo_model
+from zoo.datasets.splits import make_loader
+from zoo.tasks.evaluate import evaluate
+from zoo.datasets.files import write_atomic, write_text_atomic
+from zoo.runs.checkpoints import write_results_file
+from zoo.runs.options import amp_dtype, parse_model_kwargs
+from zoo.runs.rundir import STAGING, sweep_output_dir
+from zoo.tasks.classification import VideoClassificationTask
+from zoo.datasets.splits import configure_clips, open_video_split
+from zoo.datasets.video_folder import collate_video_skip_bad
+from zoo.runs.models import is_video_model, model_mean_std, video_num_frames
 from zoo.datasets import find_split
 from .resolution import _check_args, _entries, _load_model, build_eval_parser
 
@@ -148,7 +150,7 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         files), ``unreadable`` (count) and ``failed`` (count of failed evaluations).
 
     Raises:
-        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.common.errors.ZooError: user
+        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.errors.ZooError: user
             errors, before any evaluation (an image model, frames not divisible by a tubelet, an output dir in use).
     """
     args = build_frames_parser().parse_args(argv)

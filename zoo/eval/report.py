@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from zoo.common.io import write_atomic, write_text_atomic
+from zoo.datasets.files import write_atomic, write_text_atomic
 
 __all__ = ['write_report', 'markdown_table', 'plot_scaling', 'plot_heatmap', 'series_styles', 'relative_to_train',
            'relative_table', 'rows_from_markdown', 'replot', 'encoding_family',

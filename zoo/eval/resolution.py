@@ -25,14 +25,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from timm.data import create_transform, resolve_data_config
 
-from zoo.common.build import check_model_identity, create_zoo_model, is_zoo_model, load_weights, patch_size_of, pe_of
-from zoo.common.data import apply_class_map, check_class_folders, load_class_map, make_loader
-from zoo.common.errors import OutputDirError
-from zoo.common.evaluate import evaluate
-from zoo.common.io import checkpoint_meta, load_checkpoint, write_results_file
-from zoo.common.options import INTERPOLATIONS, amp_dtype, check_device, parse_model_kwargs
-from zoo.common.rundir import STAGING, sweep_output_dir
-from zoo.common.task import ImageClassificationTask
+from zoo.runs.models import check_model_identity, create_zoo_model, is_zoo_model, load_weights, patch_size_of, pe_of
+from zoo.datasets.splits import apply_class_map, check_class_folders, load_class_map, make_loader
+from zoo.errors import OutputDirError
+from zoo.tasks.evaluate import evaluate
+from zoo.runs.checkpoints import checkpoint_meta, load_checkpoint, write_results_file
+from zoo.runs.options import INTERPOLATIONS, amp_dtype, check_device, parse_model_kwargs
+from zoo.runs.rundir import STAGING, sweep_output_dir
+from zoo.tasks.classification import ImageClassificationTask
 from zoo.datasets import open_image_folder
 from zoo.encodings.extrapolation import STRATEGIES, extrapolation_of, set_extrapolation
 from .report import write_report
@@ -244,7 +244,7 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         ``unreadable`` (count) and ``failed`` (count of failed evaluations).
 
     Raises:
-        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.common.errors.ZooError: user
+        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.errors.ZooError: user
             errors, before any evaluation (an output dir in use by another sweep included).
     """
     args = build_eval_parser().parse_args(argv)
@@ -358,7 +358,7 @@ def _own_extrapolation(model) -> str:
 
 def _refuse_video_models(args) -> None:
     """``ValueError`` for a video model (``pe_video_vit_*``) among the entries, before the image folder is read."""
-    from zoo.common.video_data import is_video_model
+    from zoo.runs.models import is_video_model
     for entry in _entries(args):
         name = entry['model']
         if name is None and entry['checkpoint'] != 'pretrained':
@@ -481,7 +481,7 @@ def _eval_one(args, m: Dict[str, Any], size: int, device: torch.device, dtype, t
 def _estimate(model, size: int, n_images: int, batch_size: int, device: torch.device, dtype, label: str) -> None:
     """Warm up (so throughput excludes one-time costs), time one more small batch, and print a rough estimate of
     the forward time for the whole folder at this size."""
-    from zoo.common.options import autocast
+    from zoo.runs.options import autocast
     x = torch.zeros(min(batch_size, 8), 3, size, size, device=device)
     with autocast(device.type, dtype):
         model(x)

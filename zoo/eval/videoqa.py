@@ -6,7 +6,7 @@ of :mod:`zoo.datasets.videoqa` (``--benchmark mvbench|videomme|nextqa_mc|mlvu|lo
 
 Protocol, per (frames, size, model): ``frames`` frames at the segment midpoints of the item's window (MVBench's rule,
 :class:`zoo.datasets.video.FrameSampling`), resized on the shorter side and centre-cropped to ``size`` px; the MVBench
-prompt (:func:`zoo.common.videoqa_task.format_question`), greedy decoding of ``--max-new-tokens`` tokens with a KV
+prompt (:func:`zoo.tasks.videoqa.format_question`), greedy decoding of ``--max-new-tokens`` tokens with a KV
 cache, left-padded batches. The answer is the option letter the model writes (or a 0-based option index, or an
 option's exact text); when none can be read, a seeded random option is scored instead and counted as a fallback.
 
@@ -44,11 +44,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from zoo.common.errors import OutputDirError
-from zoo.common.io import checkpoint_meta, load_checkpoint, write_atomic, write_text_atomic
-from zoo.common.options import check_device
-from zoo.common.rundir import STAGING, sweep_output_dir
-from zoo.common.videoqa_task import LETTERS, format_question
+from zoo.errors import OutputDirError
+from zoo.datasets.files import write_atomic, write_text_atomic
+from zoo.runs.checkpoints import checkpoint_meta, load_checkpoint
+from zoo.runs.options import check_device
+from zoo.runs.rundir import STAGING, sweep_output_dir
+from zoo.tasks.videoqa import LETTERS, format_question
 from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, read_video, resize_frames
 
 __all__ = ['build_video_parser', 'eval_video', 'load_video_llm', 'parse_choice', 'write_video_report']

@@ -1,7 +1,12 @@
 """``python -m zoo.train ...`` (also the entry point for ``torchrun --nproc-per-node N -m zoo.train ...``)."""
 import sys
 
-from zoo.cli import main
+from zoo.runs.command import run_command
 
 if __name__ == '__main__':
-    sys.exit(main(['train'] + sys.argv[1:]))
+    from zoo.train.loop import train
+
+    def _train(argv):
+        train(argv)
+        return 0
+    sys.exit(run_command('train', _train, sys.argv[1:]))

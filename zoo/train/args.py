@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from zoo.common.errors import ResumeMismatchError
-from zoo.common.options import INTERPOLATIONS, check_device, parse_model_kwargs
+from zoo.errors import ResumeMismatchError
+from zoo.runs.options import INTERPOLATIONS, check_device, parse_model_kwargs
 
 __all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'MAY_CHANGE_ON_RESUME', 'SESSION_OPTIONS']
 

@@ -8,11 +8,11 @@ loses at most that epoch, and ``--resume`` repeats it exactly: every recorded op
 uninterrupted one and ``metrics.csv`` comes out byte for byte the same. Wall times go to ``summary.csv`` (timm's
 ``update_summary`` format, appended per session) instead.
 
-The output directory is locked for the run (:class:`zoo.common.rundir.RunDirLock`); temp files of an interrupted
+The output directory is locked for the run (:class:`zoo.runs.rundir.RunDirLock`); temp files of an interrupted
 write are removed when the next run takes it. A finished run exports ``model.safetensors`` (and
 ``model_ema.safetensors``) next to its checkpoints.
 
-What is trained is a :class:`zoo.common.task.Task` (here :class:`~zoo.common.task.ImageClassificationTask`): the loop
+What is trained is a :class:`zoo.tasks.base.Task` (here :class:`~zoo.tasks.classification.ImageClassificationTask`): the loop
 itself never looks inside a batch.
 
 Multi-process: launch with ``torchrun --nproc-per-node N -m zoo.train ...`` (DDP; ``gloo`` on CPU, ``nccl`` on CUDA,
@@ -43,18 +43,19 @@ from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, random_seed, update_summary
 from timm.utils.distributed import init_distributed_device_so
 
-from zoo.common.build import check_model_identity, create_zoo_model, load_weights
-from zoo.common.data import make_loader, open_folder
-from zoo.common.errors import OutputDirError
-from zoo.common.evaluate import evaluate
-from zoo.common.io import (TMP_PREFIX, checkpoint_meta, clean_temp_files, load_checkpoint, save_checkpoint_files,
-                           save_safetensors, write_results_file, write_text_atomic)
-from zoo.common.options import amp_dtype, autocast, resolve_device
-from zoo.common.rundir import LOCK_NAME, RunDirLock
-from zoo.common.task import ImageClassificationTask, Task, VideoClassificationTask
-from zoo.common.video_data import collate_video_skip_bad, configure_clips, is_video_model, open_video_split, \
-    video_num_frames
 from zoo.datasets import find_split
+from zoo.datasets.files import TMP_PREFIX, clean_temp_files, write_text_atomic
+from zoo.datasets.splits import configure_clips, make_loader, open_folder, open_video_split
+from zoo.datasets.video_folder import collate_video_skip_bad
+from zoo.errors import OutputDirError
+from zoo.runs.checkpoints import (checkpoint_meta, load_checkpoint, save_checkpoint_files, save_safetensors,
+                                  write_results_file)
+from zoo.runs.models import check_model_identity, create_zoo_model, is_video_model, load_weights, video_num_frames
+from zoo.runs.options import amp_dtype, autocast, resolve_device
+from zoo.runs.rundir import LOCK_NAME, RunDirLock
+from zoo.tasks.base import Task
+from zoo.tasks.classification import ImageClassificationTask, VideoClassificationTask
+from zoo.tasks.evaluate import evaluate
 from .args import parse_train_args
 
 __all__ = ['train', 'train_one_epoch', 'seed_epoch', 'METRIC_FIELDS']
@@ -169,7 +170,7 @@ def train(argv: Optional[List[str]] = None, parse=parse_train_args, run_cls=None
         ``output`` (dir), ``epochs`` (completed), ``best_top1``, ``best_epoch`` and ``history`` (per-epoch metrics).
 
     Raises:
-        ValueError / FileNotFoundError / zoo.common.errors.ZooError: user errors (bad options, missing data, unknown
+        ValueError / FileNotFoundError / zoo.errors.ZooError: user errors (bad options, missing data, unknown
             model, output dir in use or holding another run, incompatible checkpoint, a ``--resume`` flag that
             contradicts the record); the CLI prints them as one line.
     """
@@ -289,7 +290,7 @@ class _Run:
         self.is_main = rank == 0
         self.progress = self.is_main and not args.no_progress
         seed_epoch(args.seed, -1, rank)  # model init
-        self.video = is_video_model(args.model)  # clips from a video folder (zoo.common.video_data)
+        self.video = is_video_model(args.model)  # clips from a video folder (zoo.runs.models)
         _check_video_options(args, self.video)
         train_ds, val_ds = self._datasets()
         frames = dict(num_frames=args.num_frames) if self.video and args.num_frames else {}

@@ -2,7 +2,7 @@
 
 The same loop, checkpoints, resume, EMA, locks and DDP as ``zoo train`` (:func:`zoo.train.loop.train` with this
 module's options and run): only the data (video-QA records read by the decord video reader) and the task
-(:class:`zoo.common.videoqa_task.VideoQATask`: loss on the answer tokens only) differ. ``metrics.csv`` keeps the image
+(:class:`zoo.tasks.videoqa.VideoQATask`: loss on the answer tokens only) differ. ``metrics.csv`` keeps the image
 columns: ``val_top1`` is the multiple-choice accuracy (%), ``val_top5`` the greedy exact-match rate (%).
 
 Data: ``--data-dir`` holds ``json/<task>.json`` (lists of ``{video, question, candidates, answer}``) and the videos
@@ -27,9 +27,9 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
 
-from zoo.common.io import load_checkpoint
-from zoo.common.options import check_device
-from zoo.common.videoqa_task import VideoQATask
+from zoo.runs.checkpoints import load_checkpoint
+from zoo.runs.options import check_device
+from zoo.tasks.videoqa import VideoQATask
 from zoo.datasets import FrameSampling, VideoReadError, read_video
 from zoo.datasets.video_folder import BadVideo
 from zoo.datasets.videoqa import VideoQADataset, collate_videoqa, list_benchmarks, load_benchmark
@@ -186,7 +186,7 @@ def _load_state(model: nn.Module, path: str, what: str, drop_missing_head: bool 
     from zoo.models import CheckpointMismatchError, unwrap_state_dict
     state = dict(unwrap_state_dict(load_checkpoint(path)))
     if drop_missing_head:
-        from zoo.common.build import is_zoo_model
+        from zoo.runs.models import is_zoo_model
         from zoo.models import checkpoint_filter_fn
         own = model.state_dict()
         state = {k: v for k, v in state.items() if k in own or not k.startswith(('head.', 'fc_norm.'))}
@@ -315,7 +315,7 @@ def train_vlm(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         ``best_epoch`` and ``history``.
 
     Raises:
-        ValueError / FileNotFoundError / zoo.common.errors.ZooError: user errors (bad options, missing data, unknown
+        ValueError / FileNotFoundError / zoo.errors.ZooError: user errors (bad options, missing data, unknown
             model, output dir in use or holding another run, a ``--resume`` flag contradicting the record).
     """
     return train(argv, parse=parse_vlm_args, run_cls=_VLMRun, prog='zoo train-vlm')

@@ -1,0 +1,110 @@
+"""Atomic file writes for every floor: a write goes to a ``.tmp-*`` file in the destination folder and is
+``os.replace``-d onto its name, so a crash leaves the previous file or the new one, never a truncated one;
+:func:`clean_temp_files` removes the ``.tmp-*`` files a killed process left behind (called when the next run takes
+the directory). The data floor (frame cache, synthetic sets) and the application floor (checkpoints, sweep results)
+both write through here.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import tempfile
+from typing import Callable, List, Optional
+
+from zoo.errors import OutputWriteError
+
+__all__ = ['write_atomic', 'write_text_atomic', 'clean_temp_files', 'TMP_PREFIX', 'temp_path', 'remove_quietly',
+           'write_error', 'output_mode']
+
+_logger = logging.getLogger('zoo.io')
+
+TMP_PREFIX = '.tmp-'
+
+
+def _output_mode() -> int:
+    """``0o666`` less the process umask: the mode ``open()`` gives other output files (mkstemp uses ``0o600``)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _write_error(path: str, e: OSError) -> OutputWriteError:
+    hint = {errno.ENOSPC: 'free some space or choose another --output',
+            errno.EROFS: 'the file system is read-only; choose another --output',
+            errno.EACCES: 'no write permission; choose another --output',
+            errno.EPERM: 'no write permission; choose another --output',
+            errno.EDQUOT: 'disk quota exceeded; free some space or choose another --output'}.get(
+        e.errno, 'check the disk and choose another --output if needed')
+    return OutputWriteError(f'cannot write {path!r}: {e.strerror or e} ({hint})')
+
+
+def _tmp_path(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=os.path.splitext(path)[1], dir=folder)
+    os.close(fd)
+    return tmp
+
+
+def write_atomic(path: str, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then ``os.replace`` it onto ``path``.
+
+    Raises:
+        OutputWriteError: the folder is read-only, the disk full, ... (the temporary file is removed).
+    """
+    tmp = None
+    try:
+        tmp = _tmp_path(path)
+        write(tmp)
+        os.chmod(tmp, _output_mode())
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove_quietly(tmp)
+        if isinstance(e, OutputWriteError):
+            raise
+        raise _write_error(path, e) from None
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def _remove_quietly(path: Optional[str]) -> None:
+    if path and os.path.exists(path):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    def write(tmp: str) -> None:
+        with open(tmp, 'w', encoding='utf-8') as f:
+            f.write(text)
+    write_atomic(path, write)
+
+
+def clean_temp_files(folder: str) -> List[str]:
+    """Remove the ``.tmp-*`` files a killed writer left in ``folder`` (call only while holding its lock).
+
+    Returns:
+        The removed paths (logged).
+    """
+    removed = []
+    if not os.path.isdir(folder):
+        return removed
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.startswith(TMP_PREFIX) and os.path.isfile(path):
+            size = os.path.getsize(path)
+            os.remove(path)
+            removed.append(path)
+            _logger.info('removed %s (%.1f MB) left by an interrupted write', path, size / 2 ** 20)
+    return removed
+
+
+# public names for the checkpoint writer (zoo.runs.checkpoints), which links one temp file under two names
+temp_path = _tmp_path
+remove_quietly = _remove_quietly
+write_error = _write_error
+output_mode = _output_mode

@@ -1,0 +1,123 @@
+"""Opening a split for training or evaluation: image folders (empty class folders named, timm's ``--class-map``),
+video folders configured for clips (frames, size, normalisation, sampling), and the loaders over them."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+from torch.utils.data import DataLoader
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from .image_folder import SafeImageFolder, collate_skip_bad
+from .video import FrameCache, FrameSampling
+from .video_folder import SafeVideoFolder
+
+__all__ = ['check_class_folders', 'load_class_map', 'apply_class_map', 'open_folder', 'make_loader', 'open_video_split',
+           'configure_clips']
+
+
+def check_class_folders(root: str) -> None:
+    """Raise ``FileNotFoundError`` naming the class folders of ``root`` that hold no image file (torchvision's own
+    message would read as if the whole split were empty)."""
+    if not os.path.isdir(root):
+        return
+    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    empty = []
+    for c in classes:
+        has_image = False
+        for _, _, files in os.walk(os.path.join(root, c), followlinks=True):
+            if any(f.lower().endswith(IMG_EXTENSIONS) for f in files):
+                has_image = True
+                break
+        if not has_image:
+            empty.append(c)
+    if empty and len(empty) < len(classes):
+        raise FileNotFoundError(f'class folder(s) {empty[:10]} of {root!r} hold no images (of {len(classes)} class '
+                                f'folders; extensions {", ".join(IMG_EXTENSIONS)}); add images or remove the empty '
+                                'folder(s)')
+
+
+def load_class_map(path: str) -> Dict[str, int]:
+    """timm's ``--class-map``: a ``.txt`` file of class folder names, one per line, line *i* = class id *i*.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: not ``.txt``, empty, duplicate names, or ids not 0..N-1.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'--class-map {path!r} does not exist')
+    if not path.lower().endswith('.txt'):
+        raise ValueError(f'--class-map {path!r}: must be a .txt file with one class folder name per line')
+    with open(path, encoding='utf-8') as f:
+        names = [line.strip() for line in f if line.strip()]
+    if not names:
+        raise ValueError(f'--class-map {path!r} is empty; list one class folder name per line')
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f'--class-map {path!r} lists {dup[:5]} more than once')
+    return {n: i for i, n in enumerate(names)}
+
+
+def apply_class_map(ds: SafeImageFolder, class_map: Dict[str, int], path: str) -> SafeImageFolder:
+    """Relabel ``ds`` with ``class_map`` (timm's meaning: images of folders not in the map are left out).
+
+    Raises:
+        ValueError: a class of the map has no folder in ``ds.root``.
+    """
+    missing = [c for c in class_map if c not in ds.class_to_idx]
+    if missing:
+        raise ValueError(f'--class-map {path!r} names {missing[:5]} ({len(missing)} in all), which have no class '
+                         f'folder in {ds.root!r}; fix the map or --data-dir')
+    old = {i: c for c, i in ds.class_to_idx.items()}
+    keep = [(p, class_map[old[t]]) for p, t in ds.samples if old[t] in class_map]
+    ds.samples = ds.imgs = keep
+    ds.targets = [t for _, t in keep]
+    ds.classes = sorted(class_map, key=class_map.get)
+    ds.class_to_idx = dict(class_map)
+    return ds
+
+
+def open_folder(root: str, data_root: str, max_per_class: Optional[int] = None,
+                class_map: Optional[str] = None) -> SafeImageFolder:
+    """A :class:`SafeImageFolder` with empty class folders reported by name and ``class_map`` applied."""
+    check_class_folders(root)
+    ds = SafeImageFolder(root, max_per_class=max_per_class, data_root=data_root)
+    if class_map:
+        apply_class_map(ds, load_class_map(class_map), class_map)
+    return ds
+
+
+def make_loader(ds, batch_size: int, workers: int, pin_memory: bool, sampler=None, shuffle: bool = False,
+                generator=None, drop_last: bool = False, collate_fn=None) -> DataLoader:
+    """A ``DataLoader`` with ``collate_skip_bad`` (unreadable images set aside and counted, never fatal), or
+    ``collate_fn`` (video folders: ``collate_video_skip_bad``)."""
+    return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle, num_workers=workers,
+                      collate_fn=collate_fn or collate_skip_bad, pin_memory=pin_memory, generator=generator, drop_last=drop_last,
+                      persistent_workers=False)
+
+
+def open_video_split(root: str, data_root: str, max_per_class: Optional[int] = None,
+                     class_map: Optional[str] = None) -> SafeVideoFolder:
+    """A :class:`SafeVideoFolder` over ``root`` (files must stay inside ``data_root``), ``class_map`` applied.
+
+    Sampling, size and normalisation are set later by :func:`configure_clips`.
+
+    Raises:
+        FileNotFoundError: no folder, no class folders or no videos. ValueError: a bad ``class_map``.
+    """
+    ds = SafeVideoFolder(root, data_root=data_root, max_per_class=max_per_class)
+    if class_map:
+        apply_class_map(ds, load_class_map(class_map), class_map)
+    return ds
+
+
+def configure_clips(ds: SafeVideoFolder, num_frames: int, size: int, mean: Sequence[float], std: Sequence[float],
+                    train: bool, seed: int = 0, cache_dir: Optional[str] = None) -> SafeVideoFolder:
+    """Set what ``ds`` returns: ``num_frames`` frames per clip (random offsets when ``train``, segment midpoints
+    otherwise), ``size`` x ``size`` pixels, normalised with ``mean`` / ``std``; ``cache_dir`` caches the decoded frames
+    of deterministic reads on disk. Returns ``ds``."""
+    ds.sampling = FrameSampling('uniform', int(num_frames), random=bool(train))
+    ds.size = int(size)
+    ds.mean, ds.std = tuple(mean), tuple(std)
+    ds.seed = int(seed)
+    ds.cache = FrameCache(cache_dir) if cache_dir and not train else None
+    return ds
