@@ -229,7 +229,7 @@ def noise_section(df: pd.DataFrame, runs: List[dict], sizes: List[int], train_si
 
 
 def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[str, dict], wall_s: float) -> None:
-    from zoo.eval.report import markdown_table, write_report
+    from zoo.sweep.report import markdown_table, write_report
     ok = [r for r in runs if r['status'] == 'ok']
     rows, models, protocol = [], [], None
     for r in ok:

@@ -121,11 +121,11 @@ def ramp_shares(args):
     ``r = L |theta| / 2 pi`` over the training extent L), read from the seed-0 checkpoint, and the temperature."""
     import math
     import torch
-    from zoo.eval.resolution import _load_model
+    from zoo.runs.models import load_model
     lines, below = [], True
     for pe in args.pes:
         path = os.path.join(args.out, f'{pe}_s{args.seeds[0]}', 'checkpoint-last.pth')
-        model, _ = _load_model(dict(model=None, checkpoint=path), {})
+        model, _ = load_model(dict(model=None, checkpoint=path))
         ext = model.pe.extrapolation
         freqs = model.pe.bands if hasattr(model.pe, 'bands') else model.pe.freqs.detach()
         length = max(ext.train_grid)

@@ -233,8 +233,8 @@ def heatmap_grid(df: pd.DataFrame, path: str) -> None:
     rows = math.ceil(len(labels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows + 0.6), dpi=110, squeeze=False)
     im = None
-    from zoo.eval.frames import _color_range
-    lo, hi = _color_range(df['top1'].values)  # one scale for every model
+    from zoo.sweep.report import color_range
+    lo, hi = color_range(df['top1'].values)  # one scale for every model
     for ax, label in zip(axes.flat, labels):
         part = df[df['label'] == label]
         wide = part.pivot_table(index='frames', columns='size', values='top1', dropna=False).sort_index()
@@ -263,7 +263,7 @@ def heatmap_grid(df: pd.DataFrame, path: str) -> None:
 
 
 def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[str, dict], wall_s: float) -> None:
-    from zoo.eval.frames import _table, plot_frames_scaling, write_frames_report
+    from zoo.sweep.report import pivot_markdown, plot_frames_scaling, write_frames_report
     ok = [r for r in runs if r['status'] == 'ok']
     rows, models, protocol = [], [], None
     for r in ok:
@@ -301,9 +301,10 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
             'clip (uniform segment midpoints), so a model sees the same motion over more tubelets. Chance is 12.5 %.',
             '',
             f'### Top-1 (%) against frames, at the training size ({ts} px)', '',
-            _table(df[df['size'] == ts], 'label', 'frames', 'frames', {m['label']: tf for m in models}), '',
+            pivot_markdown(df[df['size'] == ts], 'label', 'frames', 'top1', 'frames', {m['label']: tf for m in models}),
+            '',
             f'### Top-1 (%) against frame size, at the training length ({tf} frames)', '',
-            _table(df[df['frames'] == tf], 'label', 'size', 'px', {m['label']: ts for m in models}), '',
+            pivot_markdown(df[df['frames'] == tf], 'label', 'size', 'top1', 'px', {m['label']: ts for m in models}), '',
             'Bold: best per column. ◦: training value.', '',
             '![top-1 against frames and size](video.png)', '',
             '![frames x size heatmaps](video_heatmaps.png)', '',

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.eval.videoqa import _fallback, eval_video, parse_choice
+from zoo.sweep.videoqa import eval_video
+from zoo.tasks.answers import fallback_choice as _fallback, parse_choice
 
 KW = dict(dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=64,
           tower_kwargs=dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2))

@@ -220,7 +220,7 @@ def test_zero_shot_errors(clip_file, tmp_path):
     bad = tmp_path / 'bad.txt'
     bad.write_text('no placeholder here\n')
     assert main(base + ['--model', 'zoo-ViT-Ti-16-ape', '--checkpoint', path, '--templates', str(bad)]) == 2
-    from zoo.eval.zero_shot import class_prompts_names, load_templates
+    from zoo.sweep.zero_shot import class_prompts_names, load_templates
     with pytest.raises(ValueError, match='every line must contain'):
         load_templates(str(bad))
     names = tmp_path / 'names.txt'

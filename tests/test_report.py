@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from zoo.eval.report import (encoding_family, relative_table, relative_to_train, replot, rows_from_markdown,
+from zoo.sweep.report import (encoding_family, relative_table, relative_to_train, replot, rows_from_markdown,
                              series_styles, write_report)
 
 LABELS = ['ape (seed 0)', 'ape (seed 1)', 'rope_mixed (seed 0)', 'rope_mixed (seed 1)', 'rope_axial', 'rope_mixed_ape',

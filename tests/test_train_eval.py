@@ -16,7 +16,7 @@ from timm.data import create_transform
 
 import zoo  # noqa: F401
 from zoo.cli import main
-from zoo.eval.resolution import eval_resolution
+from zoo.sweep.resolution import eval_resolution
 from zoo.train import loop
 from zoo.train.args import parse_model_kwargs, parse_train_args
 from zoo.train.loop import train
@@ -550,7 +550,7 @@ def test_checkpoint_write_failure_keeps_previous_files(run, tmp_path, monkeypatc
 
 
 def test_sweep_writes_every_row_and_survives_failures(run, data, tmp_path, monkeypatch, caplog):
-    from zoo.eval import resolution
+    from zoo.sweep import classify as resolution  # where the sweep calls the evaluation loop
     real = resolution.evaluate
     out = str(tmp_path / 'sweep')
     argv = ['--run', run['output'], '--data-dir', data, '--sizes', '24', '32', '40', '--workers', '0',

@@ -1,4 +1,5 @@
-"""The ``zoo`` command line: ``zoo list | demo | train | eval-resolution | eval-frames``.
+"""The ``zoo`` command line (thin: parse, call, print one-line errors): ``zoo list | demo | train | train-vlm |
+eval-resolution | eval-frames | eval-video | make-videos | make-videoqa``.
 
 User errors (missing data, unknown model, incompatible checkpoint, bad sizes, an output dir in use or holding another
 run, a full or read-only disk) print one message and exit with status 2, without a traceback; set ``ZOO_DEBUG=1`` to
@@ -10,6 +11,7 @@ Adding a subcommand: write ``func(argv: List[str]) -> int`` (its own argparse pa
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -39,78 +41,48 @@ def _cmd_list(argv: List[str]) -> int:
     return 0
 
 
-def _cmd_train(argv: List[str]) -> int:
-    from zoo.train.loop import train
-    train(argv)
-    return 0
+def _call(module: str, func: str, status: bool = False) -> Callable[[List[str]], int]:
+    """A subcommand that imports ``module`` only when run and calls ``func(argv)`` (its exit status when ``status``,
+    else 0)."""
+    def run(argv: List[str]) -> int:
+        out = getattr(importlib.import_module(module), func)(argv)
+        return out if status else 0
+    return run
 
 
-def _cmd_train_vlm(argv: List[str]) -> int:
-    from zoo.train.vlm import train_vlm
-    train_vlm(argv)
-    return 0
-
-
-def _cmd_eval_resolution(argv: List[str]) -> int:
-    from zoo.eval.resolution import eval_resolution
-    result = eval_resolution(argv)
-    print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"]["png"]}')
-    if result['failed']:
-        print(f'zoo eval-resolution: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
-              f'{result["paths"]["md"]}', file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_eval_frames(argv: List[str]) -> int:
-    from zoo.eval.frames import eval_frames
-    result = eval_frames(argv)
-    print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"]["png"]}')
-    if result['failed']:
-        print(f'zoo eval-frames: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
-              f'{result["paths"]["md"]}', file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_eval_video(argv: List[str]) -> int:
-    from zoo.eval.videoqa import eval_video
-    result = eval_video(argv)
-    print(f'report: {result["paths"]["md"]}\nplot:   {result["paths"].get("png", "-")}')
-    if result['failed']:
-        print(f'zoo eval-video: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in '
-              f'{result["paths"]["md"]}', file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_demo(argv: List[str]) -> int:
-    from zoo.demo import demo
-    demo(argv)
-    return 0
-
-
-def _cmd_make_videos(argv: List[str]) -> int:
-    from zoo.datasets.synthetic_video import main as make_videos_main
-    return make_videos_main(argv)
-
-
-def _cmd_make_videoqa(argv: List[str]) -> int:
-    from zoo.datasets.synthetic_videoqa import main as make_videoqa_main
-    return make_videoqa_main(argv)
+def _sweep(name: str, module: str, func: str) -> Callable[[List[str]], int]:
+    """A sweep subcommand: prints where the report is; status 1 when an evaluation failed (listed in the report)."""
+    def run(argv: List[str]) -> int:
+        result = getattr(importlib.import_module(module), func)(argv)
+        paths = result['paths']
+        print(f'report: {paths["md"]}\nplot:   {paths.get("png", "-")}')
+        if result['failed']:
+            print(f'zoo {name}: {result["failed"]} evaluation(s) failed; see "Failed evaluations" in {paths["md"]}',
+                  file=sys.stderr)
+            return 1
+        return 0
+    return run
 
 
 # name -> (function taking the subcommand's argv, help line). Each subcommand has its own full parser.
 SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
     'list': (_cmd_list, 'zoo models by timm-style wildcard over model and PE names (zoo list rope_mixed)'),
-    'train': (_cmd_train, 'train or fine-tune a model on an image folder (zoo train --help)'),
-    'train-vlm': (_cmd_train_vlm, 'train a video-LLM pe_vlm_* on MVBench-style video QA (zoo train-vlm --help)'),
-    'eval-resolution': (_cmd_eval_resolution, 'zero-shot accuracy across input sizes, with a report and a plot'),
-    'eval-frames': (_cmd_eval_frames, 'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
-    'eval-video': (_cmd_eval_video, 'video-LLMs: multiple-choice video QA accuracy across frame counts (+ V-NIAH)'),
-    'make-videos': (_cmd_make_videos, 'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
-    'make-videoqa': (_cmd_make_videoqa, 'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
-    'demo': (_cmd_demo, 'train 3 tiny PE models on bundled CIFAR-10 images and print a resolution report (~2 min)'),
+    'train': (_call('zoo.train.loop', 'train'),
+              'train or fine-tune a model on an image or video folder (zoo train --help)'),
+    'train-vlm': (_call('zoo.train.vlm', 'train_vlm'),
+                  'train a video-LLM pe_vlm_* on MVBench-style video QA (zoo train-vlm --help)'),
+    'eval-resolution': (_sweep('eval-resolution', 'zoo.sweep.resolution', 'eval_resolution'),
+                        'zero-shot accuracy across input sizes, with a report and a plot'),
+    'eval-frames': (_sweep('eval-frames', 'zoo.sweep.frames', 'eval_frames'),
+                    'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
+    'eval-video': (_sweep('eval-video', 'zoo.sweep.videoqa', 'eval_video'),
+                   'video-LLMs: multiple-choice video QA accuracy across frame counts (+ V-NIAH)'),
+    'make-videos': (_call('zoo.datasets.synthetic_video', 'main', status=True),
+                    'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
+    'make-videoqa': (_call('zoo.datasets.synthetic_videoqa', 'main', status=True),
+                     'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
+    'demo': (_call('zoo.demo', 'demo'),
+             'train tiny PE models on bundled CIFAR-10 images and clips, print the reports (~2 min)'),
 }
 
 

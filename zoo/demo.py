@@ -22,8 +22,8 @@ import time
 from importlib import resources
 from typing import Optional, Sequence
 
-from zoo.eval.frames import eval_frames
-from zoo.eval.resolution import eval_resolution
+from zoo.sweep.frames import eval_frames
+from zoo.sweep.resolution import eval_resolution
 from zoo.train.loop import train
 
 __all__ = ['demo', 'sample_dir', 'DEMO_PES']
@@ -156,7 +156,7 @@ def _videoqa_demo(output: str, threads, epochs: Optional[int]) -> dict:
     scores the option letter it writes. Returns ``eval_video``'s result (``rows``, ``paths``).
     """
     from zoo.datasets.synthetic_videoqa import make_videoqa
-    from zoo.eval.videoqa import eval_video
+    from zoo.sweep.videoqa import eval_video
     from zoo.train.vlm import train_vlm
     data = os.path.join(output, 'videoqa')
     run = os.path.join(output, 'runs', 'vlm_mrope')

@@ -465,6 +465,10 @@ class FrameCache:
     def _file(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key + '.npz')
 
+    def has(self, key: str) -> bool:
+        """True when an entry for ``key`` is on disk (a read of it will not decode the video, unless damaged)."""
+        return os.path.isfile(self._file(key))
+
     def get(self, key: str, path: str) -> Optional[VideoClip]:
         f = self._file(key)
         if not os.path.isfile(f):

@@ -1,6 +1,5 @@
-"""Evaluation: ``zoo eval-resolution`` (:mod:`zoo.eval.resolution`, reports in :mod:`zoo.eval.report`). The evaluation
-loop and counts shared with training live in :mod:`zoo.common`."""
-from zoo.tasks.evaluate import evaluate
-from zoo.tasks.metrics import EvalCounts
+"""Moved (round 3): the sweeps live in :mod:`zoo.sweep` (one engine, one report module), the evaluation loop and
+counts in :mod:`zoo.tasks`; these names stay as aliases."""
+from zoo.tasks import EvalCounts, evaluate
 
 __all__ = ['EvalCounts', 'evaluate']

@@ -21,6 +21,21 @@ def user_errors() -> tuple:
             CheckpointMismatchError, ZooError)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Logs to whatever ``sys.stdout`` is when a record is written (a redirected or captured stdout included)."""
+
+    def __init__(self):
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def run_command(name: str, func: Callable[[List[str]], int], argv: List[str]) -> int:
     """Run ``func(argv)`` as ``zoo <name>``: INFO logging to stdout, user errors as one line (status 2), a missing
     package as one line naming the install command (status 2), Ctrl-C as status 130.
@@ -31,7 +46,7 @@ def run_command(name: str, func: Callable[[List[str]], int], argv: List[str]) ->
     from timm.utils.log import FormatterNoInfo
     root = logging.getLogger('zoo')
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _StdoutHandler()
         handler.setFormatter(FormatterNoInfo())  # timm's: INFO lines as is, others prefixed with their level
         root.addHandler(handler)
     root.setLevel(logging.INFO)

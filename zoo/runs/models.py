@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 from typing import Any, Dict, Optional, Sequence, Union
 
 import timm
 from torch import nn
 
-import zoo.models  # noqa: F401  (registers the pe_vit_* models)
-from zoo.models import checkpoint_filter_fn
+from zoo.models import checkpoint_filter_fn  # importing zoo.models registers the pe_vit_* models
 from .checkpoints import load_checkpoint
 
 __all__ = ['create_zoo_model', 'load_weights', 'patch_size_of', 'is_zoo_model', 'pe_of', 'check_model_identity',
-           'is_video_model', 'video_num_frames', 'model_mean_std']
+           'is_video_model', 'video_num_frames', 'model_mean_std', 'run_checkpoint', 'model_sources', 'load_model',
+           'load_video_llm', 'is_video_llm', 'unique_labels']
 
 _logger = logging.getLogger(__name__)
 
@@ -252,3 +253,167 @@ def model_mean_std(model: nn.Module, mean: Optional[Sequence[float]] = None,
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     return (tuple(mean or cfg.get('mean') or (0.485, 0.456, 0.406)),
             tuple(std or cfg.get('std') or (0.229, 0.224, 0.225)))
+
+
+# ---- one loader for every sweep: run dirs and checkpoints -> models -----------------------------------------------
+def run_checkpoint(run: str, command: str = 'zoo train') -> str:
+    """The final weights of a run directory: ``checkpoint-last.pth``, else ``model.safetensors``.
+
+    The final weights, not ``checkpoint-best.pth``: that one was selected on the validation split, which is often
+    the split a sweep evaluates, so it would report a selected (optimistic) number.
+
+    Raises:
+        ValueError: ``run`` is a file. FileNotFoundError: no such directory, or no final weights in it.
+    """
+    if os.path.isfile(run):
+        raise ValueError(f'--run {run!r} is a file; --run takes a {command} output dir (pass a checkpoint file as '
+                         '--checkpoint)')
+    if not os.path.isdir(run):
+        raise FileNotFoundError(f'run dir {run!r} does not exist')
+    for name in ('checkpoint-last.pth', 'model.safetensors'):
+        path = os.path.join(run, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f'run dir {run!r} has no checkpoint-last.pth (not a finished {command} run?); pass '
+                            '--checkpoint PATH instead')
+
+
+def model_sources(runs: Sequence[str], checkpoints: Sequence[str], models: Sequence[str] = (),
+                  command: str = 'zoo train') -> list:
+    """``[{'model': name or None, 'checkpoint': path}]`` for ``--run`` dirs, then ``--checkpoint`` files (each with the
+    ``--model`` at the same position, when given; ``pretrained`` = timm's weights of that model).
+
+    Raises:
+        ValueError: ``--model`` count differs from ``--checkpoint`` count, or nothing given.
+        FileNotFoundError: a run dir without final weights.
+    """
+    if models and len(models) != len(checkpoints):
+        raise ValueError(f'{len(models)} --model but {len(checkpoints)} --checkpoint: give one --model per '
+                         '--checkpoint (in the same order), or none to take the model names from the checkpoints')
+    entries = [dict(model=None, checkpoint=run_checkpoint(r, command)) for r in runs]
+    entries += [dict(model=models[i] if models else None, checkpoint=p) for i, p in enumerate(checkpoints)]
+    if not entries:
+        raise ValueError('no model given: pass --run DIR, --checkpoint PATH, or --model NAME --checkpoint PATH')
+    return entries
+
+
+def _deep_merge(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_model(entry: Dict[str, Any], model_kwargs: Optional[Dict[str, Any]] = None, use_ema: bool = False,
+               force: bool = False) -> tuple:
+    """Build the model a checkpoint records (a ``pe_vit_*`` / ``pe_video_vit_*`` / timm classifier, or a
+    ``pe_vlm_*`` video-LLM), at its training input, with its weights.
+
+    Args:
+        entry: ``{'model': name or None, 'checkpoint': path or 'pretrained'}`` (:func:`model_sources`).
+        model_kwargs: constructor overrides over the recorded ``model_kwargs`` (classifiers only).
+        use_ema: load the checkpoint's EMA weights.
+        force: load a checkpoint as another ``model`` / PE than it records (a warning instead of an error).
+
+    Returns:
+        ``(model in eval mode, meta)``: ``meta`` is the checkpoint's record (``model_name``, ``model_kwargs``,
+        ``img_size``, ``num_frames``, ``class_names``, ``data_config``, ``args`` ...), ``{}`` for timm weights.
+
+    Raises:
+        FileNotFoundError / ValueError: no such file, not a checkpoint, no model name, no EMA weights.
+        zoo.models.CheckpointMismatchError: another model or PE than recorded (without ``force``), or weights that
+            do not fit.
+    """
+    from zoo.models import unwrap_state_dict
+    from .checkpoints import checkpoint_meta
+    cli_kwargs = dict(model_kwargs or {})
+    path = entry['checkpoint']
+    if path == 'pretrained':
+        if not entry['model']:
+            raise ValueError('--checkpoint pretrained needs a --model')
+        if use_ema:
+            raise ValueError('--use-ema applies to zoo train checkpoints; --checkpoint pretrained has no EMA weights')
+        return create_zoo_model(entry['model'], cli_kwargs, pretrained=True).eval(), {}
+    ckpt = load_checkpoint(path)
+    meta = checkpoint_meta(ckpt)
+    name = entry['model'] or meta.get('model_name')
+    if not name:
+        raise ValueError(f'{path!r} records no model name (not a zoo train checkpoint); pass --model NAME before '
+                         'its --checkpoint')
+    if use_ema and not isinstance(ckpt.get('model_ema'), dict):
+        raise ValueError(f'--use-ema: {path!r} holds no EMA weights (the run was trained without --model-ema); drop '
+                         '--use-ema to evaluate its raw weights')
+    if is_video_llm(name):
+        if cli_kwargs:
+            raise ValueError('--model-kwargs applies to classifiers; a video-LLM is built as its checkpoint records')
+        return _load_video_llm(path, ckpt, meta, name, use_ema), meta
+    if entry['model'] and meta:
+        pe = cli_kwargs['pe'] if isinstance(cli_kwargs.get('pe'), str) else pe_of(name)
+        check_model_identity(path, meta, name, pe, force)
+    kwargs = _deep_merge(meta.get('model_kwargs') or {}, cli_kwargs)
+    num_classes = meta.get('num_classes')
+    if num_classes is None:
+        head = unwrap_state_dict(ckpt).get('head.weight')
+        num_classes = int(head.shape[0]) if head is not None else None
+    frames = {'num_frames': meta['num_frames']} if meta.get('num_frames') else {}  # a video model's training clip
+    model = create_zoo_model(name, kwargs, img_size=meta.get('img_size'), num_classes=num_classes, **frames)
+    del ckpt
+    load_weights(model, path, allow_new_classifier=False, use_ema=use_ema)
+    return model.eval(), dict(meta, model_name=name, model_kwargs=kwargs)
+
+
+def is_video_llm(name: Optional[str]) -> bool:
+    """True for a video-LLM name (``pe_vlm_<size>_<scheme>``, :func:`zoo.models.vlm.list_video_llms`)."""
+    return isinstance(name, str) and name.startswith('pe_vlm_')
+
+
+def _load_video_llm(path: str, ckpt: Dict[str, Any], meta: Dict[str, Any], name: str, use_ema: bool) -> nn.Module:
+    from zoo.models import CheckpointMismatchError, unwrap_state_dict
+    from zoo.models.vlm import create_video_llm
+    model = create_video_llm(name, **(meta.get('model_kwargs') or {}))
+    state = ckpt['model_ema'] if use_ema else unwrap_state_dict(ckpt)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointMismatchError(f'{path!r} does not load into {name}: {" ".join(str(e).split())[:600]}') \
+            from None
+    return model.eval()
+
+
+def load_video_llm(path: str, use_ema: bool = False) -> tuple:
+    """Rebuild a ``zoo train-vlm`` model from its checkpoint (recorded name and options) and load its weights.
+
+    Returns:
+        ``(model in eval mode, checkpoint meta)``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a video-LLM checkpoint (the message names the expected layout), or no EMA weights with
+            ``use_ema``.
+        zoo.models.CheckpointMismatchError: the weights do not fit the recorded model.
+    """
+    from .checkpoints import checkpoint_meta
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    name = checkpoint_meta(load_checkpoint(path)).get('model_name')
+    if not is_video_llm(name):
+        what = f'records the model {name!r}' if name else 'records no model name'
+        raise ValueError(f'{path!r} is not a video-LLM checkpoint ({what}); zoo eval-video takes zoo train-vlm '
+                         'checkpoints: a dict with "model" weights and "meta" {model_name: pe_vlm_<size>_<scheme>, '
+                         'model_kwargs, img_size, num_frames}, e.g. RUN/checkpoint-last.pth of zoo train-vlm')
+    return load_model(dict(model=None, checkpoint=path), use_ema=use_ema)
+
+
+def unique_labels(labels: Sequence[str], seeds: Sequence[Optional[int]]) -> list:
+    """Display labels made unique: a repeated label gets ``(seed N)`` from its run's seed, else ``#k``.
+
+    Raises:
+        ValueError: still not unique (pass one ``--label`` per model).
+    """
+    out = list(labels)
+    for i, label in enumerate(labels):
+        if labels.count(label) > 1:
+            out[i] += f' (seed {seeds[i]})' if seeds[i] is not None else f' #{labels[:i].count(label) + 1}'
+    if len(set(out)) != len(out):
+        raise ValueError(f'model labels are not unique: {out}; pass one --label per model')
+    return out

@@ -1,0 +1,211 @@
+"""The sweep engine behind eval-resolution, eval-frames and eval-video: a sweep killed for real (SIGKILL) continues
+with ``--resume`` to the rows of an uninterrupted one (timing columns aside), evaluating only what was missing; a
+failed cell runs again; the plan is checked; the result set is written as a set (manifest last);
+``--extrapolation`` works on eval-frames too."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import timm
+import torch
+from PIL import Image
+
+import zoo  # noqa: F401  (registers the models)
+from zoo.sweep import classify
+from zoo.sweep.engine import TIMING_COLUMNS
+from zoo.sweep.frames import eval_frames
+from zoo.sweep.report import ResultSetError, read_result_set
+from zoo.sweep.resolution import eval_resolution
+from zoo.sweep.videoqa import eval_video
+
+CLASSES = ('blue', 'green', 'red')
+VIDEO_CLASSES = ('motion_left', 'motion_right', 'speed_fast')
+IMAGE = 'pe_vit_tiny_patch16_rope_mixed_224'
+VIDEO = 'pe_video_vit_tiny_patch16_rope3d_224'
+IMAGE_KW = dict(patch_size=8, embed_dim=32, depth=1, num_heads=2)
+VIDEO_KW = dict(patch_size=8, embed_dim=32, depth=1, num_heads=2, tubelet_size=2)
+VLM_KW = dict(dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=64,
+              tower_kwargs=dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2))
+
+
+def _checkpoint(path, name, kwargs, seed=0, classes=CLASSES, **meta):
+    """A zoo checkpoint of a freshly initialised model (the sweep does not care whether it was trained)."""
+    torch.manual_seed(seed)
+    if name.startswith('pe_vlm_'):
+        from zoo.models.vlm import create_video_llm
+        model = create_video_llm(name, **kwargs)
+    else:
+        model = timm.create_model(name, num_classes=len(classes), img_size=meta['img_size'],
+                                  **({'num_frames': meta['num_frames']} if 'num_frames' in meta else {}), **kwargs)
+        meta = dict(meta, num_classes=len(classes), class_names=sorted(classes))
+    torch.save(dict(model=model.state_dict(), meta=dict(meta, model_name=name, model_kwargs=kwargs,
+                                                          args=dict(seed=seed))), path)
+    return str(path)
+
+
+@pytest.fixture(scope='module')
+def images(tmp_path_factory):
+    root = tmp_path_factory.mktemp('img')
+    g = torch.Generator().manual_seed(0)
+    for c, name in enumerate(CLASSES):
+        os.makedirs(root / 'val' / name)
+        for i in range(4):
+            img = torch.rand(32, 32, 3, generator=g) * 90
+            img[..., c] += 150
+            Image.fromarray(img.byte().numpy()).save(root / 'val' / name / f'{i}.png')
+    ckpt = _checkpoint(root / 'image.pth', IMAGE, IMAGE_KW, img_size=32)
+    return str(root), ckpt
+
+
+@pytest.fixture(scope='module')
+def videos(tmp_path_factory):
+    from zoo.datasets.synthetic_video import make_videos
+    root = tmp_path_factory.mktemp('vid')
+    make_videos(str(root / 'data'), num_per_class=1, val_per_class=2, num_frames=8, size=32, seed=0,
+                classes=VIDEO_CLASSES, progress=False)
+    ckpt = _checkpoint(root / 'video.pth', VIDEO, VIDEO_KW, classes=VIDEO_CLASSES, img_size=32, num_frames=4)
+    return str(root / 'data'), ckpt
+
+
+@pytest.fixture(scope='module')
+def videoqa(tmp_path_factory):
+    from zoo.datasets.synthetic_videoqa import make_videoqa
+    root = tmp_path_factory.mktemp('vqa')
+    make_videoqa(str(root / 'data'), num_per_task=2, num_frames=12, size=32, clips_dir=None, tasks=('counting',),
+                 niah_lengths=(8,), niah_depths=(0.0,), niah_per_cell=1, progress=False)
+    ckpt = _checkpoint(root / 'vlm.pth', 'pe_vlm_tiny_mrope', VLM_KW, img_size=32, num_frames=4)
+    return str(root / 'data'), ckpt
+
+
+def _argv(kind, data, ckpt, out):
+    common = ['--checkpoint', ckpt, '--output', str(out), '--no-progress', '-j', '0', '--threads', '1']
+    if kind == 'resolution':
+        return ['eval-resolution', '--data-dir', data, '--sizes', '24', '32', '40', '48', *common]
+    if kind == 'frames':
+        return ['eval-frames', '--data-dir', data, '--frames', '2', '4', '8', '--sizes', '24', '32', *common]
+    return ['eval-video', '--benchmark', 'mvbench', '--data-root', data, '--frames', '2', '4', '8',
+            '--max-new-tokens', '2', *common]
+
+
+_SWEEP_FUNC = dict(resolution=eval_resolution, frames=eval_frames, video=eval_video)
+# the function each sweep calls once per cell, patched in the child to SIGKILL itself at the chosen call
+_CELL_HOOK = dict(resolution=('zoo.sweep.classify', 'evaluate'), frames=('zoo.sweep.classify', 'evaluate'),
+                  video=('zoo.sweep.videoqa', '_evaluate_cell'))
+
+_KILL_CHILD = r'''
+import importlib, os, signal, sys
+module, name, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mod = importlib.import_module(module)
+real, calls = getattr(mod, name), [0]
+def hooked(*a, **k):
+    calls[0] += 1
+    if calls[0] == after:  # a real kill in the middle of the sweep: no clean-up, the lock stays behind
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*a, **k)
+setattr(mod, name, hooked)
+from zoo.cli import main
+sys.exit(main(sys.argv[4:]))
+'''
+
+
+def _rows(path):
+    df = pd.read_csv(os.path.join(path, 'results.csv'))
+    return df.drop(columns=[c for c in df.columns if c in TIMING_COLUMNS])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kind', ['resolution', 'frames', 'video'])
+def test_killed_sweep_resumes_to_the_uninterrupted_rows(kind, images, videos, videoqa, tmp_path, monkeypatch):
+    data, ckpt = dict(resolution=images, frames=videos, video=videoqa)[kind]
+    argv = _argv(kind, data, ckpt, tmp_path / 'full')
+    full = _SWEEP_FUNC[kind](argv[1:])
+    assert not full['failed'] and full['resumed'] == 0
+    total = len(full['rows'])
+
+    killed = tmp_path / 'killed'
+    module, name = _CELL_HOOK[kind]
+    proc = subprocess.run([sys.executable, '-c', _KILL_CHILD, module, name, '3',
+                           *_argv(kind, data, ckpt, killed)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert os.path.exists(killed / '.zoo.lock')  # stale: the process is gone
+    assert json.load(open(killed / 'results.json'))['status']['done'] == 2
+    assert 'Incomplete: 2 of' in open(killed / 'report.md').read()
+
+    calls = []
+    real = getattr(__import__(module, fromlist=[name]), name)
+    monkeypatch.setattr(f'{module}.{name}', lambda *a, **k: calls.append(1) or real(*a, **k))
+    resumed = _SWEEP_FUNC[kind](_argv(kind, data, ckpt, killed)[1:] + ['--resume'])
+    assert resumed['resumed'] == 2 and len(calls) == total - 2  # only the missing cells ran
+    pd.testing.assert_frame_equal(_rows(killed), _rows(tmp_path / 'full'))
+    assert not os.path.exists(killed / '.zoo.lock')
+    assert read_result_set(str(killed))['status']['complete']  # files agree with the manifest
+    if kind == 'video':  # the predictions of the cells done before the kill were kept, none twice
+        a = pd.DataFrame(json.load(open(killed / 'results.json'))['predictions'])
+        b = pd.DataFrame(json.load(open(tmp_path / 'full' / 'results.json'))['predictions'])
+        key = ['label', 'frames', 'size', 'id']
+        assert a.sort_values(key)[key + ['pred']].reset_index(drop=True).equals(
+            b.sort_values(key)[key + ['pred']].reset_index(drop=True))
+
+
+def test_failed_cell_runs_again_on_resume_and_plan_is_checked(images, tmp_path, monkeypatch):
+    data, ckpt = images
+    argv = _argv('resolution', data, ckpt, tmp_path / 's')[1:]
+    real = classify.evaluate
+
+    def fail_at_40(model, loader, *a, **k):
+        if loader.dataset.transform.transforms[1].size == (40, 40):
+            raise RuntimeError('out of memory (simulated)')
+        return real(model, loader, *a, **k)
+    monkeypatch.setattr(classify, 'evaluate', fail_at_40)
+    first = eval_resolution(argv)
+    assert first['failed'] == 1 and 'out of memory' in open(tmp_path / 's' / 'report.md').read()
+    monkeypatch.setattr(classify, 'evaluate', real)
+    with pytest.raises(Exception, match='already exists and holds results; pass --resume'):
+        eval_resolution(argv)
+    calls = []
+    monkeypatch.setattr(classify, 'evaluate', lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = eval_resolution(argv + ['--resume'])
+    assert len(calls) == 1 and again['failed'] == 0 and again['resumed'] == 3
+    assert list(pd.read_csv(tmp_path / 's' / 'results.csv')['size']) == [24, 32, 40, 48]
+    other = [a if a != '48' else '56' for a in argv]  # another --sizes: another plan
+    with pytest.raises(ValueError, match='other cells'):
+        eval_resolution(other + ['--resume'])
+    with pytest.raises(ValueError, match='contradict'):
+        eval_resolution(argv + ['--resume', '--overwrite'])
+    fresh = eval_resolution(_argv('resolution', data, ckpt, tmp_path / 'new')[1:] + ['--resume'])
+    assert fresh['resumed'] == 0 and len(fresh['rows']) == 4  # --resume on an empty dir starts the sweep
+
+
+def test_result_set_manifest_detects_a_cut_update(images, tmp_path):
+    data, ckpt = images
+    out = tmp_path / 'm'
+    eval_resolution(_argv('resolution', data, ckpt, out)[1:])
+    manifest = json.load(open(out / 'manifest.json'))
+    assert {'results.csv', 'results.json', 'report.md', 'scaling.png', 'heatmap.png'} <= set(manifest['files'])
+    assert manifest['status'] == dict(done=4, total=4, failed=0, complete=True)
+    with open(out / 'report.md', 'a') as f:  # as if a kill fell between two renames of an update
+        f.write('\nstale\n')
+    with pytest.raises(ResultSetError, match='report.md'):
+        read_result_set(str(out))
+    eval_resolution(_argv('resolution', data, ckpt, out)[1:] + ['--resume'])  # rewrites the set
+    assert 'stale' not in open(out / 'report.md').read() and read_result_set(str(out)) is not None
+
+
+def test_eval_frames_takes_extrapolation_strategies(videos, tmp_path):
+    data, ckpt = videos
+    out = tmp_path / 'x'
+    result = eval_frames(_argv('frames', data, ckpt, out)[1:] + ['--extrapolation', 'none', 'pi'])
+    labels = list(dict.fromkeys(r['label'] for r in result['rows']))
+    assert labels == ['rope3d · none', 'rope3d · pi'] and not result['failed']
+    df = pd.read_csv(out / 'results.csv')
+    at_train = df[(df['frames'] == 4) & (df['size'] == 32)].set_index('extrapolation')['top1']
+    assert at_train['none'] == at_train['pi']  # at the training clip the strategies coincide
+    assert 'Extrapolation strategies' in open(out / 'report.md').read()
+    ape = _checkpoint(tmp_path / 'ape.pth', 'pe_video_vit_tiny_patch16_ape_224', VIDEO_KW, classes=VIDEO_CLASSES,
+                      img_size=32, num_frames=4)
+    with pytest.raises(ValueError, match='--extrapolation ntk'):
+        eval_frames(_argv('frames', data, ape, tmp_path / 'y')[1:] + ['--extrapolation', 'ntk'])

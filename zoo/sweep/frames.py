@@ -1,0 +1,175 @@
+"""``zoo eval-frames``: zero-shot accuracy of video models across clip lengths (frames) and frame sizes (pixels).
+
+Models come as in ``zoo eval-resolution`` (``--run DIR``, ``--checkpoint PATH``, ``--model NAME --checkpoint PATH``).
+Every model is loaded once at its training clip (recorded ``num_frames`` and ``img_size``); for every (frames, size)
+cell a copy is moved there with ``set_input_size(img_size=size, num_frames=frames)`` (which adapts its position
+encoding) and evaluated on the video folder: ``frames`` frames at the segment midpoints (MVBench's rule), resized on
+the shorter side and centre-cropped to ``size`` pixels, normalised with the model's training mean / std. Decoded
+frames are cached on disk per (file, frames, size), so every model sees identical inputs. ``--extrapolation`` adds a
+variant per training-free strategy, as in ``zoo eval-resolution``.
+
+A thin front end of the sweep engine (:mod:`zoo.sweep.engine`): results go to ``results.csv``, ``results.json``,
+``report.md``, ``scaling.png`` and ``heatmap_<label>.png`` per model, one set per finished cell; ``--resume``
+continues an interrupted sweep.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence
+
+from zoo.datasets import find_split
+from zoo.datasets.splits import configure_clips, open_video_split
+from zoo.datasets.video_folder import collate_video_skip_bad
+from zoo.runs.checkpoints import write_results_file
+from zoo.runs.models import is_video_model, model_mean_std
+from zoo.tasks import VideoClassificationTask
+from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
+from .engine import Sweep, SweepModel
+from .options import (add_extrapolation_option, add_model_options, add_output_options, add_run_options, amp_dtype_of,
+                      check_common, device_of)
+from .report import frames_page
+
+__all__ = ['build_frames_parser', 'eval_frames']
+
+_logger = logging.getLogger('zoo.sweep')
+
+
+def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParser:
+    """The ``zoo eval-frames`` parser."""
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description='Zero-shot top-1/top-5 of video models (pe_video_vit_*) at several clip lengths and frame sizes, '
+                    'on a video folder (DATA/val/<class>/*.mp4, DATA/test or DATA itself). Writes OUTPUT/results.csv, '
+                    'results.json, report.md, scaling.png, heatmap_<model>.png and manifest.json.',
+        epilog='Models as in zoo eval-resolution: --run DIR (final checkpoint-last.pth), --checkpoint PATH or --model '
+               'NAME --checkpoint PATH. Frames are sampled at segment midpoints, resized on the shorter side and '
+               'centre-cropped. Example: zoo eval-frames --run runs/rope3d --run runs/sincos --data-dir '
+               'data/synthetic-videos --frames 4 8 16 32 --sizes 24 32 48 64 --output runs/eval-frames')
+    add_model_options(p)
+    p.add_argument('--data-dir', required=True, metavar='DIR', help='video folder root (or its parent with val/test)')
+    p.add_argument('--split', default=None, help='sub-folder of --data-dir to evaluate (default: val, test or none)')
+    p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T',
+                   help='clip lengths to evaluate (frames; multiples of each model\'s tubelet size)')
+    p.add_argument('--sizes', type=int, nargs='+', required=True, metavar='PX', help='frame sizes (px)')
+    add_extrapolation_option(p, 'clip: frames and size')
+    p.add_argument('--mean', type=float, nargs=3, default=None, help='normalisation mean (default: each checkpoint\'s)')
+    p.add_argument('--std', type=float, nargs=3, default=None, help='normalisation std (default: each checkpoint\'s)')
+    p.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line')
+    p.add_argument('-b', '--batch-size', type=int, default=128, help='evaluation batch size')
+    p.add_argument('--max-per-class', type=int, default=None, help='evaluate only the first N clips of each class')
+    p.add_argument('--frame-cache', metavar='DIR', default=None,
+                   help='keep decoded frames here between runs (default: a temporary folder removed at the end)')
+    add_run_options(p)
+    p.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loader')
+    add_output_options(p, 'eval-frames')
+    p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
+    return p
+
+
+def _eval_root(args) -> str:
+    if args.split:
+        return find_split(args.data_dir, [args.split], 'evaluation')
+    if not os.path.isdir(args.data_dir):
+        raise FileNotFoundError(f'data dir {args.data_dir!r} does not exist')
+    return next((os.path.join(args.data_dir, n) for n in ('val', 'test')
+                 if os.path.isdir(os.path.join(args.data_dir, n))), args.data_dir)
+
+
+def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Run ``zoo eval-frames`` with command-line style arguments.
+
+    Returns:
+        ``rows`` (one dict per model, frames and size; a failed evaluation has an ``error``), ``paths`` (the written
+        files), ``unreadable`` (count), ``failed`` (count of failed evaluations) and ``resumed``.
+
+    Raises:
+        ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.errors.ZooError: user errors,
+            before any evaluation (an image model, frames not divisible by a tubelet, an output dir in use).
+    """
+    args = build_frames_parser().parse_args(argv)
+    check_common(args)
+    frames, sizes = sorted(dict.fromkeys(args.frames)), sorted(dict.fromkeys(args.sizes))
+    device = device_of(args)
+    dtype = amp_dtype_of(args, device)
+    root = _eval_root(args)
+    classes = open_video_split(root, args.data_dir, args.max_per_class, args.class_map).classes
+    models = with_strategies(_load_models(args, frames, sizes, classes, root), args.extrapolation)
+    protocol = dict(data_root=root, num_classes=len(classes), frames=frames, sizes=sizes, batch_size=args.batch_size,
+                    device=str(device), amp=dtype is not None, max_per_class=args.max_per_class, zero_shot=True,
+                    sampling='uniform, segment midpoints', resize='shorter side, centre crop',
+                    weights='EMA' if args.use_ema else 'raw')
+    task = VideoClassificationTask(len(classes))
+    cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-frames-')
+
+    def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
+        t, s = cell['frames'], cell['size']
+        ds = configure_clips(open_video_split(root, args.data_dir, args.max_per_class, args.class_map), t, s,
+                             m.info['mean'], m.info['std'], train=False, cache_dir=cache)
+        out = evaluate_classifier(m, ds, dict(img_size=s, num_frames=t), args, device, dtype, task,
+                                  collate_fn=collate_video_skip_bad, desc=f'{m.label} @ {t}f x {s}px')
+        bad = out.pop('bad')
+        out['clips_per_s'] = out.pop('per_s')
+        _logger.info('%-16s %3d frames x %4d px  top1 %6.2f  top5 %6.2f  (%d/%d correct, %d unreadable)  %.1f '
+                     'clips/s', m.label, t, s, out['top1'], out['top5'], out['correct1'], out['n'], out['unreadable'],
+                     out['clips_per_s'])
+        return out, dict(unreadable={b.path: b.error for b in bad})
+
+    def base_row(m: SweepModel, cell: Dict[str, Any]) -> Dict[str, Any]:
+        i = m.info
+        row = dict(label=m.label, model=i['model'], checkpoint=i['checkpoint'], pe=i['pe'], weights=i['weights'],
+                   train_frames=i['train_frames'], train_size=i['train_size'], frames=cell['frames'],
+                   size=cell['size'], frame_scale=round(cell['frames'] / i['train_frames'], 4),
+                   scale=round(cell['size'] / i['train_size'], 4))
+        if i.get('extrapolation'):
+            row.update(extrapolation=i['extrapolation'], base_label=i['base_label'])
+        return row
+
+    def page(state, models_, out_dir):
+        return frames_page(state.rows, [m.info | {'label': m.label} for m in models_], protocol,
+                           state.extras.get('unreadable', {}), args.note, state.total)
+
+    plan = [(i, dict(frames=t, size=s)) for i in range(len(models)) for t in frames for s in sizes]
+    try:
+        result = Sweep('zoo eval-frames', args.output, models, plan, evaluate, page, protocol,
+                       overwrite=args.overwrite, resume=args.resume, progress=not args.no_progress, base_row=base_row,
+                       failed_row=dict(COUNT_FIELDS, clips_per_s=float('nan')),
+                       volatile=('device', 'batch_size')).run()
+    finally:
+        if not args.frame_cache:
+            shutil.rmtree(cache, ignore_errors=True)
+    if args.results_file:
+        write_results_file(args.results_file, result['rows'])
+    return dict(result, unreadable=len(result['extras'].get('unreadable', {})))
+
+
+def _load_models(args, frames: List[int], sizes: List[int], classes: List[str], root: str) -> List[SweepModel]:
+    """Every model at its training clip, checked against every (frames, size) before any evaluation."""
+    def check(model, meta, name):
+        if not is_video_model(model):
+            raise ValueError(f'{name} is an image model; zoo eval-frames evaluates video models (pe_video_vit_*); '
+                             'use zoo eval-resolution for images')
+        tubelet, patch = model.patch_embed.tubelet_size, model.patch_embed.patch_size[0]
+        bad_frames = [f for f in frames if f % tubelet]
+        if bad_frames:
+            raise ValueError(f'--frames {bad_frames} are not divisible by the tubelet size {tubelet} of {name}; use '
+                             f'multiples of {tubelet}')
+        bad_sizes = [s for s in sizes if s % patch]
+        if bad_sizes and not model.dynamic_img_pad:
+            raise ValueError(f'--sizes {bad_sizes} are not divisible by the patch size {patch} px of {name}; use '
+                             f'multiples of {patch}')
+    models = []
+    for m in load_classifiers(args, classes, root, check):
+        model, meta = m['model'], m['meta']
+        data_cfg = dict(meta.get('data_config') or {})
+        mean, std = model_mean_std(model, args.mean or data_cfg.get('mean'), args.std or data_cfg.get('std'))
+        info = dict(model=m['name'], checkpoint=m['checkpoint'], pe=getattr(model, 'pe_name', '') or '',
+                    family=family_of(model), weights='EMA' if args.use_ema else 'raw', mean=mean, std=std,
+                    train_size=int(meta.get('img_size') or model.patch_embed.img_size[0]),
+                    train_frames=int(meta.get('num_frames') or model.num_frames),
+                    adaptation=getattr(getattr(model, 'pe', None), 'adaptation', 'n/a'))
+        models.append(SweepModel(m['label'], model, info))
+    return models

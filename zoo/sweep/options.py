@@ -1,0 +1,111 @@
+"""Options every sweep shares: where the models come from, where the results go, how the models run.
+
+The same flag means the same thing in ``zoo eval-resolution``, ``eval-frames`` and ``eval-video``; each front end
+adds only what is its own (``--sizes`` / ``--frames`` / ``--benchmark`` ...).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Optional
+
+import torch
+
+from zoo.encodings.extrapolation import STRATEGIES
+from zoo.errors import OutputDirError
+from zoo.runs.options import amp_dtype, check_device
+
+__all__ = ['add_model_options', 'add_output_options', 'add_run_options', 'add_extrapolation_option', 'check_common',
+           'device_of', 'amp_dtype_of']
+
+
+def add_model_options(p: argparse.ArgumentParser, command: str = 'zoo train', checkpoint_models: bool = True) -> None:
+    """``--run``, ``--checkpoint`` (``--model`` pairs), ``--label``, ``--use-ema`` (and ``--force``,
+    ``--model-kwargs`` for classifiers)."""
+    p.add_argument('--run', action='append', default=[], metavar='DIR', help=f'{command} output dir (repeatable)')
+    p.add_argument('--checkpoint', action='append', default=[], metavar='PATH', help='checkpoint file (repeatable)')
+    if checkpoint_models:
+        p.add_argument('--model', action='append', default=[], metavar='NAME',
+                       help='model name for the --checkpoint at the same position (repeatable)')
+        p.add_argument('--model-kwargs', nargs='*', default=None, metavar='KEY=VALUE',
+                       help='constructor overrides applied to every model, over those recorded in the checkpoint')
+        p.add_argument('--force', action='store_true',
+                       help='evaluate a checkpoint as another --model / PE than it records')
+    p.add_argument('--label', action='append', default=[], metavar='TEXT',
+                   help='display names, one per model in the order runs then checkpoints (default: the PE name)')
+    p.add_argument('--use-ema', action='store_true', help='evaluate the checkpoints\' EMA weights (--model-ema runs)')
+
+
+def add_output_options(p: argparse.ArgumentParser, default: str) -> None:
+    """``--output``, ``--overwrite``, ``--resume``, ``--note``, ``--no-progress``."""
+    p.add_argument('--output', default=default, metavar='DIR', help='output dir (locked while running)')
+    p.add_argument('--overwrite', action='store_true',
+                   help='replace an existing report in the output dir (only once the new one is complete)')
+    p.add_argument('--resume', action='store_true',
+                   help='continue an interrupted sweep in --output from its finished cells (same options; also in a '
+                        'later session); failed cells run again')
+    p.add_argument('--note', action='append', default=[], metavar='TEXT', help='paragraph added to report.md')
+    p.add_argument('--no-progress', action='store_true', help='no tqdm progress bars')
+
+
+def add_run_options(p: argparse.ArgumentParser, amp: bool = True, workers: int = 2) -> None:
+    """``--device``, ``--threads``, ``-j/--workers`` and (``amp``) ``--amp``, ``--amp-dtype``."""
+    p.add_argument('-j', '--workers', type=int, default=workers, help='data loader processes')
+    p.add_argument('--device', default=None, help='torch device (default: cuda if available, else cpu)')
+    p.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s)')
+    if amp:
+        p.add_argument('--amp', action='store_true', help='autocast the forward (bfloat16 on CPU, float16 on CUDA)')
+        p.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: as --amp)')
+
+
+def add_extrapolation_option(p: argparse.ArgumentParser, grid: str = 'size') -> None:
+    """``--extrapolation STRATEGY ...``: every model under each training-free strategy, a report dimension."""
+    p.add_argument('--extrapolation', nargs='+', default=None, choices=STRATEGIES, metavar='STRATEGY',
+                   help='evaluate every model under each training-free extrapolation strategy (none pi ntk yarn; '
+                        'zoo.encodings.extrapolation), a report dimension: RoPE-family encodings take all four, '
+                        'sincos/fourier none and pi, other encodings only none. Factors: evaluated grid / the '
+                        f'training grid recorded in the checkpoint (its {grid}), per axis')
+
+
+def check_common(args: argparse.Namespace) -> None:
+    """Ranges of the shared options; ``ValueError`` naming the flag, ``OutputDirError`` for a file as ``--output``."""
+    for flag in ('batch_size', 'threads', 'max_per_class', 'max_items', 'max_new_tokens'):
+        v = getattr(args, flag, None)
+        if v is not None and v < 1:
+            raise ValueError(f'--{flag.replace("_", "-")} {v}: must be at least 1')
+    if getattr(args, 'workers', 0) < 0:
+        raise ValueError(f'--workers {args.workers}: must be 0 or more')
+    for flag in ('sizes', 'frames'):
+        values = getattr(args, flag, None) or []
+        if any(v < 1 for v in values):
+            raise ValueError(f'--{flag} {values}: must be at least 1 (e.g. --{flag} 8 16 32)')
+    fps = getattr(args, 'fps', None)
+    if fps is not None and not (fps > 0 and math.isfinite(fps)):
+        raise ValueError(f'--fps {fps}: must be a positive number of frames per second')
+    results_file = getattr(args, 'results_file', None)
+    if results_file and not results_file.lower().endswith(('.csv', '.json')):
+        raise ValueError(f'--results-file {results_file!r}: must be a .csv or .json path')
+    model_count = len(args.run) + len(args.checkpoint)
+    if args.label and len(args.label) != model_count:
+        raise ValueError(f'{len(args.label)} --label for {model_count} models; give one per model (runs first, then '
+                         'checkpoints)')
+    check_device(args.device)
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise OutputDirError(f'--output {args.output!r} is a file, not a directory; choose another --output')
+    if args.overwrite and args.resume:
+        raise ValueError('--overwrite and --resume contradict each other: --resume continues the sweep in --output, '
+                         '--overwrite starts it again')
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+
+def device_of(args: argparse.Namespace) -> torch.device:
+    """``--device``, else CUDA when available, else the CPU."""
+    return torch.device(args.device or ('cuda' if torch.cuda.is_available() else 'cpu'))
+
+
+def amp_dtype_of(args: argparse.Namespace, device: torch.device) -> Optional[torch.dtype]:
+    """The autocast dtype of ``--amp`` / ``--amp-dtype`` on ``device`` (``None``: no AMP)."""
+    return amp_dtype(getattr(args, 'amp', False) or getattr(args, 'amp_dtype', None) is not None,
+                     getattr(args, 'amp_dtype', None), device.type)

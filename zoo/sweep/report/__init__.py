@@ -1,0 +1,222 @@
+"""The report module of every sweep: the result set (``results.csv``, ``results.json``, ``report.md``, plots and
+``manifest.json``) written as one update, read back for ``--resume`` and replotting, and the tables, plots and pages.
+
+One update writes every file to a temporary name first, then renames them onto their names and replaces
+``manifest.json`` last. The manifest names every file of the set with its size and SHA-256, so
+:func:`read_result_set` (and any reader) can tell a consistent set from one that a kill cut between two renames; the
+next update (``--resume``) rewrites the whole set.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import pandas as pd
+
+from zoo.datasets.files import remove_quietly, temp_path, write_error, write_text_atomic
+from .pages import frames_page, resolution_page, slug, videoqa_page
+from .plots import (NIAH_TASK, chance_by_panel, color_range, encoding_family, plot_accuracy, plot_frames_scaling,
+                    plot_grid_heatmap, plot_heatmap, plot_scaling, plot_strategies, plot_vniah, series_styles)
+from .tables import (fmt, has_strategies, markdown_table, pivot_markdown, relative_table, relative_to_train,
+                     rows_from_markdown, strategy_tables)
+
+__all__ = ['MANIFEST', 'write_result_set', 'read_result_set', 'ResultSetError', 'resolution_page', 'frames_page',
+           'videoqa_page', 'write_report', 'write_frames_report', 'write_video_report', 'replot', 'markdown_table',
+           'pivot_markdown', 'relative_table', 'relative_to_train', 'strategy_tables', 'has_strategies',
+           'rows_from_markdown', 'fmt', 'slug', 'plot_scaling', 'plot_heatmap', 'plot_strategies',
+           'plot_frames_scaling', 'plot_grid_heatmap', 'plot_accuracy', 'plot_vniah', 'chance_by_panel',
+           'color_range', 'series_styles', 'encoding_family', 'NIAH_TASK']
+
+_logger = logging.getLogger('zoo.sweep')
+
+MANIFEST = 'manifest.json'
+#: Keys of ``results.json`` that are not extras of the evaluations.
+_FIXED_KEYS = ('status', 'spec', 'protocol', 'models', 'results')
+
+Writer = Union[str, Callable[[str], None]]
+
+
+class ResultSetError(ValueError):
+    """A result set whose files disagree with its manifest (a kill between two renames)."""
+
+
+def _csv(rows: List[Dict[str, Any]]) -> str:
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+def _digest(path: str) -> Dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    return dict(bytes=os.path.getsize(path), sha256=h.hexdigest())
+
+
+def write_result_set(out_dir: str, rows: List[Dict[str, Any]], record: Dict[str, Any],
+                     files: Dict[str, Writer]) -> Dict[str, str]:
+    """Write one update of a sweep's results as a set.
+
+    Args:
+        out_dir: the existing output folder.
+        rows: the rows for ``results.csv``.
+        record: ``results.json``'s content: ``status``, ``spec``, ``protocol``, ``models``, ``results`` and, under
+            ``extras``, what the evaluations add (``predictions``, ``frames``, ``unreadable`` ...), which is
+            written at the top level.
+        files: the page's files (``report.md`` text, plot writers).
+
+    Returns:
+        ``{key: path}`` with keys ``csv``, ``json``, ``md``, ``manifest`` and, for other files, the name without
+        its extension (``scaling``, ``heatmap`` ...; ``png`` for the page's main plot).
+
+    Raises:
+        zoo.errors.OutputWriteError: the folder is read-only, the disk full, ...
+    """
+    record = dict(record)
+    extras = record.pop('extras', {}) or {}
+    content: Dict[str, Writer] = {'results.csv': _csv(rows),
+                                  'results.json': json.dumps(dict(record, **extras), indent=1, default=str) + '\n'}
+    content.update(files)
+    temps: Dict[str, str] = {}
+    try:
+        for name, writer in content.items():
+            target = os.path.join(out_dir, name)
+            tmp = temps[name] = temp_path(target)
+            if callable(writer):
+                writer(tmp)
+            else:
+                with open(tmp, 'w', encoding='utf-8') as f:
+                    f.write(writer)
+        for name, tmp in temps.items():
+            os.replace(tmp, os.path.join(out_dir, name))
+    except OSError as e:
+        for tmp in temps.values():
+            remove_quietly(tmp)
+        raise write_error(out_dir, e) from None
+    except BaseException:
+        for tmp in temps.values():
+            remove_quietly(tmp)
+        raise
+    status = record.get('status', {})
+    manifest = dict(status=status, files={name: _digest(os.path.join(out_dir, name)) for name in content})
+    write_text_atomic(os.path.join(out_dir, MANIFEST), json.dumps(manifest, indent=1) + '\n')
+    paths = {'csv': 'results.csv', 'json': 'results.json', 'md': 'report.md', 'manifest': MANIFEST}
+    main_plot = next((n for n in files if n.endswith('.png')), None)
+    for name in files:
+        key = 'png' if name == main_plot else os.path.splitext(name)[0]
+        paths.setdefault(key, name)
+    return {k: os.path.join(out_dir, v) for k, v in paths.items()}
+
+
+def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]]:
+    """``results.json`` of a sweep folder (``None`` when there is none), with its extras at the top level and the
+    manifest under ``_manifest``.
+
+    Args:
+        check: compare every file with ``manifest.json``.
+
+    Raises:
+        ResultSetError: ``check`` and a file differs from the manifest (the set was cut mid-update): its rows are
+            still complete (``results.json`` is replaced as a whole), so ``--resume`` continues from them; the
+            error only reaches readers that call this directly with ``check=True`` on a set no sweep is writing.
+        ValueError: ``results.json`` is not readable JSON.
+    """
+    path = os.path.join(out_dir, 'results.json')
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f'{path!r} is not a readable sweep result ({type(e).__name__}: {e}); pass --overwrite to '
+                         'start the sweep again') from None
+    if not isinstance(record, dict) or not isinstance(record.get('results'), list):
+        raise ValueError(f'{path!r} is not a zoo sweep result (no "results" list); choose another --output')
+    manifest_path = os.path.join(out_dir, MANIFEST)
+    manifest = {}
+    if os.path.isfile(manifest_path):
+        with open(manifest_path, encoding='utf-8') as f:
+            manifest = json.load(f)
+    record['_manifest'] = manifest
+    if check and manifest:
+        stale = [name for name, want in manifest.get('files', {}).items()
+                 if not os.path.isfile(os.path.join(out_dir, name)) or _digest(os.path.join(out_dir, name)) != want]
+        if stale:
+            raise ResultSetError(f'{out_dir!r}: {", ".join(stale)} differ from {MANIFEST} (the sweep was stopped '
+                                 'while writing an update); rerun it with --resume to rewrite the set')
+    record['extras'] = {k: v for k, v in record.items() if k not in _FIXED_KEYS and not k.startswith('_')}
+    return record
+
+
+# ---- writers of one page as a whole set (the sweeps use the engine; these serve scripts and tests) -----------------
+def _status(rows: List[Dict[str, Any]], total: Optional[int]) -> Dict[str, Any]:
+    total = len(rows) if total is None else total
+    failed = sum(1 for r in rows if r.get('error'))
+    return dict(done=len(rows), total=total, failed=failed, complete=len(rows) >= total)
+
+
+def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any], out_dir: str,
+                 notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
+    """Write a resolution sweep's result set (see :func:`resolution_page`; ``protocol['unreadable']``: a list of
+    ``[path, error]`` or a dict). Returns the paths."""
+    bad = dict(protocol.get('unreadable') or {})
+    status = _status(rows, total)
+    files = resolution_page(rows, models, protocol, bad, notes, status['total'])
+    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows), files)
+
+
+def write_frames_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
+                        out_dir: str, notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
+    """Write a frames sweep's result set (see :func:`frames_page`). Returns the paths."""
+    bad = dict(protocol.get('unreadable') or {})
+    status = _status(rows, total)
+    files = frames_page(rows, models, protocol, bad, notes, status['total'])
+    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows), files)
+
+
+def write_video_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
+                       out_dir: str, predictions: List[Dict[str, Any]], frame_log: Dict[str, Any],
+                       notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
+    """Write a video-QA sweep's result set (see :func:`videoqa_page`). Returns the paths."""
+    bad = dict(protocol.get('unreadable') or {})
+    status = _status(rows, total)
+    files = videoqa_page(rows, models, protocol, bad, notes, status['total'], predictions)
+    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows,
+                                                extras=dict(predictions=predictions, frames=frame_log)), files)
+
+
+def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """``python -m zoo.sweep.report``: redraw the scaling plot and the heatmap from saved results (a sweep's
+    ``results.csv`` / ``results.json``, or the top-1 table of a markdown page), without evaluating anything."""
+    p = argparse.ArgumentParser(prog='python -m zoo.sweep.report', description=replot.__doc__)
+    p.add_argument('results', help='results.csv, results.json, or a .md page with a "| model | trained at |" table')
+    p.add_argument('--png', required=True, help='scaling plot to write')
+    p.add_argument('--heatmap', help='heatmap to write (model x size)')
+    p.add_argument('--csv', help='also write the rows read (e.g. a table parsed from markdown) to this CSV')
+    p.add_argument('--strategies', help='per-strategy plot to write (rows of an --extrapolation sweep)')
+    p.add_argument('--title', default='Zero-shot resolution sweep')
+    args = p.parse_args(argv)
+    if args.results.endswith('.json'):
+        with open(args.results) as f:
+            df = pd.DataFrame(json.load(f)['results'])
+    elif args.results.endswith('.csv'):
+        df = pd.read_csv(args.results)
+    else:
+        df = pd.DataFrame(rows_from_markdown(args.results))
+    if 'error' in df:
+        df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
+    out = dict(png=args.png)
+    plot_scaling(df, args.png, args.title)
+    if args.strategies and has_strategies(df):
+        plot_strategies(df, args.strategies, args.title)
+        out['strategies'] = args.strategies
+    if args.heatmap:
+        plot_heatmap(df, args.heatmap, f'top-1 (%): {args.title}')
+        out['heatmap'] = args.heatmap
+    if args.csv:
+        write_text_atomic(args.csv, df.to_csv(index=False))
+        out['csv'] = args.csv
+    return out

@@ -1,0 +1,272 @@
+"""``zoo eval-video``: multiple-choice accuracy of video-LLMs on a video-QA benchmark across frame counts and sizes.
+
+Models come as ``--run DIR`` (a ``zoo train-vlm`` output dir: its final ``checkpoint-last.pth``) or ``--checkpoint
+PATH`` (a ``zoo train-vlm`` checkpoint; it records the ``pe_vlm_*`` name and options). Questions come from any reader
+of :mod:`zoo.datasets.videoqa` (``--benchmark mvbench|videomme|nextqa_mc|mlvu|longvideobench|egoschema``).
+
+Protocol, per (frames, size, model): ``frames`` frames at the segment midpoints of the item's window (MVBench's rule,
+:class:`zoo.datasets.video.FrameSampling`), resized on the shorter side and centre-cropped to ``size`` px; the MVBench
+prompt (:func:`zoo.tasks.format_question`), greedy decoding of ``--max-new-tokens`` tokens with a KV cache,
+left-padded batches. The answer is the option letter the model writes (:func:`zoo.tasks.answers.parse_choice`); when
+none can be read, a seeded random option is scored instead and counted as a fallback.
+
+Decoding: frames are read once per (video, sampling) at the largest ``--sizes`` value into an on-disk
+:class:`~zoo.datasets.video.FrameCache` and resized from there for smaller sizes and for every further model, so a
+sweep over models and sizes decodes each video once per frame count. Decode time and model time are reported apart.
+
+A thin front end of the sweep engine (:mod:`zoo.sweep.engine`): results go to ``results.csv`` (one row per model,
+frames and size; per-task accuracy columns ``acc:<task>``), ``results.json`` (protocol, models, rows, every
+prediction, and the frame indices and timestamps of every item per frame count), ``report.md``, ``accuracy.png`` and
+``vniah.png``, one set per finished cell; ``--resume`` continues an interrupted sweep.
+
+V-NIAH: LongVA, "Long Context Transfer from Language to Vision" (arXiv:2406.16852); prompt and frame rule: MVBench
+(arXiv:2311.17005).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import pandas as pd
+from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
+
+from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, read_video
+from zoo.runs.models import load_video_llm, run_checkpoint, unique_labels
+from zoo.tasks.answers import fallback_choice, generate_answers, parse_choice
+from .engine import Sweep, SweepModel
+from .options import add_model_options, add_output_options, add_run_options, check_common, device_of
+from .report import NIAH_TASK, videoqa_page
+
+__all__ = ['build_video_parser', 'eval_video']
+
+_logger = logging.getLogger('zoo.sweep')
+
+
+def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
+    """The ``zoo eval-video`` parser."""
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description='Multiple-choice accuracy of video-LLMs (zoo train-vlm runs) on a video-QA benchmark at several '
+                    'frame counts and frame sizes. Writes OUTPUT/results.csv, results.json, report.md, accuracy.png, '
+                    'vniah.png (when the benchmark has V-NIAH items) and manifest.json.',
+        epilog='Example: zoo eval-video --benchmark mvbench --data-root data/vqa-eval --run runs/vlm/mrope_s0 --run '
+               'runs/vlm/videorope_s0 --frames 8 16 32 64 --output runs/eval-video. Benchmarks: mvbench, videomme, '
+               'nextqa_mc, mlvu, longvideobench, egoschema (zoo.datasets.videoqa.list_benchmarks()).')
+    p.add_argument('--benchmark', required=True, help='benchmark reader (lmms-eval task name, e.g. mvbench)')
+    p.add_argument('--data-root', required=True, metavar='DIR', help='the benchmark\'s data root')
+    p.add_argument('--tasks', nargs='*', default=None, help='tasks to read (readers that have tasks; default all)')
+    add_model_options(p, 'zoo train-vlm', checkpoint_models=False)
+    p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T', help='frames per clip to evaluate')
+    p.add_argument('--sampling', default='uniform', choices=('uniform', 'fps'),
+                   help='uniform: T frames at the segment midpoints (MVBench); fps: --fps frames per second, at most T')
+    p.add_argument('--fps', type=float, default=1.0, help='frames per second for --sampling fps')
+    p.add_argument('--sizes', type=int, nargs='+', default=None, metavar='PX',
+                   help='frame sizes in px (default: each model\'s training size)')
+    p.add_argument('--max-items', type=int, default=None, help='evaluate only the first N questions (by id)')
+    p.add_argument('--max-new-tokens', type=int, default=4, help='tokens generated per answer')
+    p.add_argument('--seed', type=int, default=0, help='seed of the random option scored when no answer is read')
+    p.add_argument('-b', '--batch-size', type=int, default=8, help='questions per generate call (left padded)')
+    p.add_argument('--frame-cache', metavar='DIR', default=None,
+                   help='keep decoded frames here between runs (default: a temporary folder removed at the end)')
+    add_run_options(p, amp=False, workers=1)
+    add_output_options(p, 'eval-video')
+    return p
+
+
+class _CachedClips(Dataset):
+    """Records -> frames at ``cache_size`` px through the frame cache; says whether this read decoded the video."""
+
+    def __init__(self, records, sampling: FrameSampling, cache_size: int, cache_dir: str):
+        self.records, self.sampling, self.size = list(records), sampling, cache_size
+        self.cache = FrameCache(cache_dir)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> Dict[str, Any]:
+        r = self.records[i]
+        t0 = time.perf_counter()
+        try:
+            key = self.cache.key(r.video, self.size, self.sampling, r.start, r.end, 'error')
+            cached = self.cache.has(key)
+            clip = read_video(r.video, self.sampling, start=r.start, end=r.end, size=self.size, cache=self.cache)
+        except (VideoReadError, OSError) as e:
+            reason = getattr(e, 'reason', 'undecodable')
+            return dict(record=r, error=f'{reason}: {getattr(e, "detail", e)}', reason=reason,
+                        read_s=time.perf_counter() - t0, decoded=True)
+        return dict(record=r, frames=clip.frames, indices=clip.indices.tolist(),
+                    timestamps=[round(float(t), 4) for t in clip.timestamps], read_s=time.perf_counter() - t0,
+                    decoded=not cached)
+
+
+def _as_list(batch):
+    return list(batch)
+
+
+def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Run ``zoo eval-video`` with command-line style arguments.
+
+    Returns:
+        ``rows`` (one dict per model, frames and size; a failed evaluation has an ``error``), ``paths`` (the written
+        files), ``predictions`` (one dict per item and row), ``failed`` (count) and ``resumed``.
+
+    Raises:
+        ValueError / FileNotFoundError / zoo.datasets.videoqa.BenchmarkFormatError / CheckpointMismatchError /
+            OutputDirError: user errors, before any evaluation (unknown benchmark, a data root without the expected
+            annotation file or with a file of another format, ``--frames 0``, a checkpoint that is not a video-LLM).
+    """
+    from zoo.datasets.videoqa import load_benchmark
+    args = build_video_parser().parse_args(argv)
+    check_common(args)
+    if not args.run and not args.checkpoint:
+        raise ValueError('no model given: pass --run DIR (a zoo train-vlm output dir) or --checkpoint PATH')
+    records, report = load_benchmark(args.benchmark, args.data_root, **({'tasks': args.tasks} if args.tasks else {}))
+    records = sorted(records, key=lambda r: r.id)[:args.max_items] if args.max_items else records
+    if not records:
+        raise ValueError(f'{args.data_root!r} holds no usable {args.benchmark} question (skipped: '
+                         f'{dict(report.skipped) or "none"}); check --data-root and --tasks')
+    models = _load_models(args)
+    device = device_of(args)
+    frames_list = sorted(dict.fromkeys(args.frames))
+    plan = [(i, dict(frames=t, size=s)) for t in frames_list for i, m in enumerate(models)
+            for s in sorted(dict.fromkeys(args.sizes or [m.info['train_size']]), reverse=True)]
+    cache_size = max(c['size'] for _, c in plan)
+    protocol = dict(benchmark=args.benchmark, data_root=os.path.abspath(args.data_root), items=len(records),
+                    load_report=report.summary(), frames=frames_list, sizes=sorted({c['size'] for _, c in plan}),
+                    cache_size=cache_size,
+                    sampling='uniform, segment midpoints (MVBench)' if args.sampling == 'uniform' else
+                    f'{args.fps:g} frames per second, at most the frame count (segment midpoints)',
+                    resize=f'shorter side + centre crop to {cache_size} px (cached), then resized to each size',
+                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                    device=str(device), decoding='greedy, KV cache, left padding')
+    cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-videoqa-')
+    datasets: Dict[int, _CachedClips] = {}
+
+    def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
+        t = cell['frames']
+        if t not in datasets:
+            sampling = FrameSampling('uniform', t) if args.sampling == 'uniform' else \
+                FrameSampling('fps', t, fps=args.fps)
+            datasets[t] = _CachedClips(records, sampling, cache_size, cache)
+        return _evaluate_cell(args, m, t, cell['size'], datasets[t], device)
+
+    def base_row(m: SweepModel, cell: Dict[str, Any]) -> Dict[str, Any]:
+        i = m.info
+        return dict(label=m.label, model=i['model'], scheme=i['scheme'], checkpoint=i['checkpoint'],
+                    train_frames=i['train_frames'], train_size=i['train_size'], frames=cell['frames'],
+                    size=cell['size'])
+
+    def page(state, models_, out_dir):
+        return videoqa_page(state.rows, [m.info | {'label': m.label} for m in models_], protocol,
+                            state.extras.get('unreadable', {}), args.note, state.total,
+                            state.extras.get('predictions', []))
+
+    try:
+        result = Sweep('zoo eval-video', args.output, models, plan, evaluate, page, protocol,
+                       overwrite=args.overwrite, resume=args.resume, progress=not args.no_progress,
+                       base_row=base_row, failed_row=dict(acc=float('nan'), n=0),
+                       volatile=('device', 'batch_size')).run()
+    finally:
+        if not args.frame_cache:
+            shutil.rmtree(cache, ignore_errors=True)
+    return dict(result, predictions=result['extras'].get('predictions', []))
+
+
+def _load_models(args) -> List[SweepModel]:
+    paths = [run_checkpoint(r, 'zoo train-vlm') for r in args.run] + list(args.checkpoint)
+    loaded = []
+    for path in paths:
+        model, meta = load_video_llm(path, args.use_ema)
+        loaded.append((model, meta, path))
+    labels = args.label or unique_labels([model.scheme for model, _, _ in loaded],
+                                         [(meta.get('args') or {}).get('seed') for _, meta, _ in loaded])
+    models = []
+    for (model, meta, path), label in zip(loaded, labels):
+        info = dict(model=meta['model_name'], scheme=model.scheme, checkpoint=path,
+                    seed=(meta.get('args') or {}).get('seed'),
+                    train_size=int(meta.get('img_size') or model.data_config['img_size'][0]),
+                    train_frames=int(meta.get('num_frames') or 0) or None, weights='EMA' if args.use_ema else 'raw')
+        models.append(SweepModel(label, model, info))
+    for m in models:  # every grid must be one the tower can merge, before any evaluation
+        for t in args.frames:
+            for s in (args.sizes or [m.info['train_size']]):
+                try:
+                    m.model.visual_grid(t, s, s)
+                except ValueError as e:
+                    raise ValueError(f'{m.label} cannot take {t} frames x {s} px: {e}') from None
+    return models
+
+
+def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips, device) -> tuple:
+    """Answer every question with one model at one (frames, size): the row's metrics and the extras (predictions,
+    frame log, unreadable videos)."""
+    model = m.model
+    preds: List[Dict[str, Any]] = []
+    frame_log: Dict[str, Any] = {}
+    unreadable: Dict[str, str] = {}
+    decoded = read_s = decode_s = model_s = 0.0
+    t_start = time.perf_counter()
+    try:
+        model.to(device)
+        loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers, collate_fn=_as_list)
+        for batch in tqdm(loader, desc=f'{m.label} @ {frames}f x {size}px', unit='batch', disable=args.no_progress,
+                          leave=False):
+            good = []
+            for it in batch:
+                read_s += it['read_s']
+                if it['decoded']:
+                    decoded += 1
+                    decode_s += it['read_s']
+                if 'error' in it:
+                    unreadable[it['record'].video] = it['error']
+                    continue
+                frame_log.setdefault(it['record'].id, dict(indices=it['indices'], timestamps=it['timestamps']))
+                good.append(it)
+            if not good:
+                continue
+            t0 = time.perf_counter()
+            texts = generate_answers(model, good, size, args.max_new_tokens, device)
+            model_s += time.perf_counter() - t0
+            for it, text in zip(good, texts):
+                r = it['record']
+                parsed = parse_choice(text, r.options)
+                pred = parsed if parsed is not None else fallback_choice(args.seed, r.id, len(r.options))
+                preds.append(dict(label=m.label, frames=frames, size=size, id=r.id, task=r.task,
+                                  category=r.category, output=text, pred=pred, answer=r.answer,
+                                  correct=int(pred == r.answer), fallback=int(parsed is None),
+                                  num_options=len(r.options),
+                                  **{k: r.extra[k] for k in ('length', 'depth') if k in r.extra}))
+    finally:
+        model.to('cpu')
+    row = _accuracy_row(pd.DataFrame(preds))
+    row.update(unreadable=len(ds) - row['n'], decoded=int(decoded), read_s=round(read_s, 3),
+               decode_s=round(decode_s, 3), model_s=round(model_s, 3), wall_s=round(time.perf_counter() - t_start, 3))
+    _logger.info('%-22s %3d frames x %3d px  acc %6.2f (chance %.1f)  %d/%d correct, %d fallback, %d unreadable | '
+                 'decoded %d videos in %.1f s, model %.1f s', m.label, frames, size, row['acc'], row['chance'],
+                 row['correct'], row['n'], row['fallback'], row['unreadable'], decoded, decode_s, model_s)
+    return row, dict(predictions=preds, frames={str(frames): frame_log}, unreadable=unreadable)
+
+
+def _accuracy_row(df: pd.DataFrame) -> Dict[str, Any]:
+    """Accuracy (%) over all items, QA items, V-NIAH items, per task and per category, with chance levels."""
+    n = len(df)
+    row = dict(n=n, correct=int(df['correct'].sum()) if n else 0, acc=100.0 * df['correct'].mean() if n else math.nan,
+               chance=100.0 * (1.0 / df['num_options']).mean() if n else math.nan,
+               fallback=int(df['fallback'].sum()) if n else 0)
+    if not n:
+        return row
+    for name, part in (('qa', df[df['task'] != NIAH_TASK]), ('vniah', df[df['task'] == NIAH_TASK])):
+        row[f'acc_{name}'] = 100.0 * part['correct'].mean() if len(part) else math.nan
+        row[f'chance_{name}'] = 100.0 * (1.0 / part['num_options']).mean() if len(part) else math.nan
+    for task, part in df.groupby('task'):
+        row[f'acc:{task}'] = 100.0 * part['correct'].mean()
+    for cat, part in df[df['category'] != df['task']].groupby('category'):
+        row[f'acc:cat:{cat}'] = 100.0 * part['correct'].mean()
+    return row
