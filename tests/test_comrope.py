@@ -316,6 +316,23 @@ def test_golden_bad_checkpoint_shapes(tmp_path):
         _official_like_model(2, False, file)
 
 
+def test_encoding_maps_the_official_keys_itself():
+    """``ComRoPE.map_checkpoint``: the generators and the official APE leave the checkpoint under the encoding's
+    names (the converter only renames the CLIP backbone); the APE is folded at the encoding's grid."""
+    d = _golden(4)
+    pe = ComRoPE(dim=128, num_heads=2, depth=2, grid_size=(7, 7), variant='ap', block_size=4, ape=True)
+    sd = dict(d['state_dict'])
+    out = pe.map_checkpoint('comrope_hf_clip', sd, 'pe.')
+    assert sorted(out) == ['pe.ape.pos_embed', 'pe.layers.0.freqs', 'pe.layers.1.freqs']
+    assert not [k for k in sd if k.endswith(('self_attn.freqs', 'position_embedding'))]
+    assert 'vision_model.encoder.layers.0.self_attn.q_proj.weight' in sd  # the backbone's, left for the converter
+    from zoo.encodings.comrope import fold_official_ape
+    table = d['state_dict']['vision_model.embeddings.position_embedding']
+    torch.testing.assert_close(out['pe.ape.pos_embed'], fold_official_ape(table, (7, 7), 1))
+    pe.load_state_dict({k[3:]: v for k, v in out.items()})
+    assert pe.map_checkpoint('timm_vit', {'rope.freqs': torch.zeros(1)}) == {}  # other layouts: not its keys
+
+
 @pytest.mark.parametrize('variant', ['ld', 'liere'])
 def test_converter_ld_and_liere_layouts(variant, tmp_path):
     """LD adds ``multiplier (1, 2, m, 1, 1)``; LieRE has ``freqs (H, 2, m, b, b)``: both land in ``pe.layers.N``."""

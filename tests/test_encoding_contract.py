@@ -3,7 +3,8 @@
 A new encoding registered with ``@register_pos_encoding`` is picked up here without editing this file: build,
 forward/backward, a new grid, token subsets (patch dropout / ``keep_indices``) or their clear refusal, gradient
 checkpointing in both modes, meta-device construction, bf16, ``torch.export`` with dynamic H and W,
-``torch.compile(dynamic=True)`` over three sizes without graph breaks, and a state-dict round trip.
+``torch.compile(dynamic=True)`` over three sizes without graph breaks, a state-dict round trip, and the hooks that
+replace reaching in: extrapolation (``set_extrapolation`` / ``check_extrapolation``) and checkpoint mapping.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from torch.export import Dim
 
 import zoo  # noqa: F401
-from zoo.encodings import list_pos_encodings
+from zoo.encodings import STRATEGIES, create_pos_encoding, get_pos_encoding_class, list_pos_encodings
 from zoo.models.vit import PEVisionTransformer
 
 KINDS = list_pos_encodings()
@@ -200,18 +201,59 @@ def test_state_dict_round_trip(kind, tmp_path):
     assert not derived, f'{kind}: derived tables in the state_dict: {derived}'
 
 
+@pytest.mark.parametrize('kind', KINDS)
+def test_extrapolation_hook_matches_the_constructor(kind):
+    """Every encoding takes 'none'; a strategy is accepted by ``set_extrapolation`` / ``check_extrapolation`` exactly
+    when the constructor accepts it (``supported_extrapolations``), and a refusal names the strategy and changes
+    nothing."""
+    geo = dict(dim=64, num_heads=2, depth=2, grid_size=(4, 4), num_prefix_tokens=1, num_class_tokens=1)
+    pe = create_pos_encoding(kind, geo)
+    supported = get_pos_encoding_class(kind).supported_extrapolations()
+    assert supported[0] == 'none' and set(supported) <= set(STRATEGIES)
+    held = pe.extrapolation
+    assert (held is None) == (supported == ('none',))
+    for strategy in STRATEGIES:
+        if strategy in supported:
+            ext = pe.check_extrapolation(strategy)
+            assert pe.extrapolation == held and (ext is None or ext.strategy == strategy)
+            assert create_pos_encoding(kind, geo, dict(extrapolation=strategy)).extrapolation == ext
+            pe.set_extrapolation(strategy)
+            assert pe.extrapolation == ext
+            held = ext
+            continue
+        for call in (pe.check_extrapolation, pe.set_extrapolation,
+                     lambda s: create_pos_encoding(kind, geo, dict(extrapolation=s))):
+            with pytest.raises(ValueError, match=f"extrapolation '{strategy}' does not apply"):
+                call(strategy)
+        assert pe.extrapolation == held
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_checkpoint_hook_takes_its_own_zoo_layout_tensors_unchanged(kind):
+    """``map_checkpoint('zoo', ...)``: a checkpoint of the same model loads as it is (tensors taken come back under
+    the same names, unchanged; the rest is left for the backbone)."""
+    torch.manual_seed(0)
+    model = _build(kind)
+    sd = model.state_dict()
+    rest = dict(sd)
+    out = model.pe.map_checkpoint('zoo', rest, 'pe.')
+    assert set(out).isdisjoint(rest) and set(out) | set(rest) == set(sd)
+    assert all(k.startswith('pe.') and torch.equal(v, sd[k]) for k, v in out.items())
+    with pytest.raises(ValueError, match='unknown checkpoint layout'):
+        model.pe.map_checkpoint('timm', {})
+
+
 # ------------------------------------------------------------------------------------------------ video (3D) grids
 # Every kind that takes a video geometry (``supports_video``) also meets the contract on a (T, H, W) grid, built as the
 # video backbone builds it: ``grid_size=(T', H', W')`` in the geometry, ``Positions(grid=(T, H, W))`` at forward, no
 # prefix tokens. The tiny backbone below is the seam alone (embed -> blocks with the encoding's terms -> mix).
 from torch import nn  # noqa: E402
 
-from zoo.encodings import Positions, create_pos_encoding  # noqa: E402
-from zoo.encodings.registry import _REGISTRY  # noqa: E402
+from zoo.encodings import Positions  # noqa: E402
 from zoo.models.attention import Block  # noqa: E402
 
-VIDEO_KINDS = [k for k in KINDS if _REGISTRY[k].supports_video]
-IMAGE_ONLY_KINDS = [k for k in KINDS if not _REGISTRY[k].supports_video]
+VIDEO_KINDS = [k for k in KINDS if get_pos_encoding_class(k).supports_video]
+IMAGE_ONLY_KINDS = [k for k in KINDS if not get_pos_encoding_class(k).supports_video]
 GRID3 = (2, 4, 4)
 
 

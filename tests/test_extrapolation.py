@@ -16,7 +16,8 @@ import zoo  # noqa: F401
 from zoo.cli import main
 from zoo.encodings import Positions, create_pos_encoding
 from zoo.encodings.absolute import sincos2d_at
-from zoo.encodings.extrapolation import STRATEGIES, Extrapolation, ntk_exponents, set_extrapolation, yarn_ramp
+from zoo.encodings.extrapolation import (STRATEGIES, Extrapolation, extrapolation_of, ntk_exponents,
+                                         set_extrapolation, yarn_ramp)
 from zoo.encodings.rotation import grid_coords, rope_frequencies
 
 CPU = torch.device('cpu')
@@ -76,7 +77,7 @@ def test_every_strategy_is_exact_at_the_training_grid_and_differs_beyond(pe):
         ref, ref2 = model(x), model(x2)
         outs = {}
         for s in STRATEGIES:
-            set_extrapolation(model.pe, s)
+            model.pe.set_extrapolation(s)
             assert model.pe.extrapolation.train_grid == (4.0, 4.0)  # the model's (training) grid
             torch.testing.assert_close(model(x), ref, rtol=0, atol=0)
             outs[s] = model(x2)
@@ -117,9 +118,9 @@ def test_yarn_temperature_reaches_attention_through_the_rotation():
     q, k = torch.randn(1, 2, 65, 32), torch.randn(1, 2, 65, 32)
     qr, kr = term.rotate(q, k)
     torch.testing.assert_close(qr.norm(dim=-1), m * q.norm(dim=-1))
-    set_extrapolation(model.pe, dict(strategy='yarn', alpha=0.0, beta=1e-6))  # ramp fully "keep": only temperature
+    model.pe.set_extrapolation(dict(strategy='yarn', alpha=0.0, beta=1e-6))  # ramp fully "keep": only temperature
     term2 = model.pe.attn_terms(pos, torch.float32, CPU)[0]
-    set_extrapolation(model.pe, 'none')
+    model.pe.set_extrapolation('none')
     plain = model.pe.attn_terms(pos, torch.float32, CPU)[0]
     torch.testing.assert_close(term2.cos, plain.cos * m)
     at_train = model.pe.attn_terms(Positions.from_hw((4, 4), 1, 1), torch.float32, CPU)[0]
@@ -150,7 +151,7 @@ def test_multimodal_rope_pi_equals_scaled_ids_per_axis_and_yarn_scale():
     t_ref = plain.attn_terms(Positions(None, ids=ids / torch.tensor([2.0, 2.0, 1.0])[:, None, None]),
                              torch.float32, CPU)[0]
     torch.testing.assert_close(t_pi.cos, t_ref.cos)
-    set_extrapolation(pi, 'yarn')  # keeps the training spans
+    pi.set_extrapolation('yarn')  # keeps the training spans
     t_y = pi.attn_terms(Positions(None, ids=ids), torch.float32, CPU)[0]
     torch.testing.assert_close(t_y.sin ** 2 + t_y.cos ** 2, torch.full_like(t_y.sin, (0.1 * math.log(2) + 1) ** 2))
     need = create_pos_encoding('multimodal_rope', geo, dict(scheme='mrope', extrapolation='ntk'))
@@ -163,11 +164,11 @@ def test_sincos_and_fourier_integer_or_rescaled_coordinates():
     torch.testing.assert_close(sc.table((8, 6), CPU)[0], sincos2d_at(grid_coords((1, 8, 6))[:, 1:] /
                                                                      torch.tensor([2.0, 1.5]), 32))
     torch.testing.assert_close(sc.table((4, 4), CPU)[0], sincos2d_at(grid_coords((1, 4, 4))[:, 1:], 32))
-    set_extrapolation(sc, 'none')
+    sc.set_extrapolation('none')
     torch.testing.assert_close(sc.table((8, 6), CPU)[0], sincos2d_at(grid_coords((1, 8, 6))[:, 1:], 32))
     fo = create_pos_encoding('fourier', dict(dim=32, grid_size=(4, 4)), dict(extrapolation='pi', fourier_dim=16))
     ref = copy.deepcopy(fo)
-    set_extrapolation(ref, 'none')
+    ref.set_extrapolation('none')
     # fourier at (8, 8) with PI = the integer-coordinate encoding of the half-step grid: compare through W_r
     x = grid_coords((1, 8, 8))[:, 1:] / 2
     feats = torch.cat([(x @ fo.w_r.t()).cos(), (x @ fo.w_r.t()).sin()], -1) * fo.scale
@@ -180,7 +181,7 @@ def test_unknown_strategy_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown extrapolation strategy 'yarm'.*none.*pi.*ntk.*yarn"):
         _tiny('rope_mixed', pe_kwargs=dict(extrapolation='yarm'))
     with pytest.raises(ValueError, match='unknown extrapolation strategy'):
-        set_extrapolation(_tiny('ape').pe, 'linear')
+        _tiny('ape').pe.set_extrapolation('linear')
     with pytest.raises(ValueError, match='unknown extrapolation options'):
         _tiny('rope_axial', pe_kwargs=dict(extrapolation=dict(strategy='pi', factor=2)))
 
@@ -192,8 +193,8 @@ def test_strategy_on_an_encoding_it_does_not_apply_to(pe, name):
         _tiny(pe, pe_kwargs=dict(extrapolation='yarn'))
     model = _tiny(pe)
     with pytest.raises(ValueError, match="extrapolation 'pi' does not apply to the"):
-        set_extrapolation(model.pe, 'pi')
-    set_extrapolation(model.pe, 'none')  # 'none' is every encoding's behaviour
+        model.pe.set_extrapolation('pi')
+    model.pe.set_extrapolation('none')  # 'none' is every encoding's behaviour
     _tiny(pe, pe_kwargs=dict(extrapolation='none'))
 
 
@@ -201,6 +202,70 @@ def test_ntk_and_yarn_refused_by_additive_encodings():
     for pe in ('sincos', 'fourier'):
         with pytest.raises(ValueError, match="extrapolation 'ntk' does not apply to it.*none.*pi"):
             _tiny(pe, pe_kwargs=dict(extrapolation='ntk'))
+
+
+# ------------------------------------------------------------------------------- the hook: set / check / read
+@pytest.mark.parametrize('pe, strategy', [('rope_mixed', 'yarn'), ('rope_axial', 'ntk'), ('sincos', 'pi'),
+                                          ('fourier', 'pi')])
+def test_set_extrapolation_equals_a_model_built_with_it_and_drops_the_cache(pe, strategy):
+    """No copy needed: switching a model's encoding in place gives what building it with the strategy gives, at a
+    new grid, also right after that grid's tables were cached under the old strategy."""
+    torch.manual_seed(0)
+    model = _tiny(pe)
+    fresh = _tiny(pe, pe_kwargs=dict(extrapolation=strategy))
+    fresh.load_state_dict(model.state_dict())
+    x2 = torch.randn(2, 3, 64, 48)
+    with torch.no_grad():
+        before = model(x2)                                   # caches the 8 x 6 grid's tables under 'none'
+        model.pe.set_extrapolation(strategy)
+        assert model.pe.extrapolation == fresh.pe.extrapolation
+        torch.testing.assert_close(model(x2), fresh(x2), rtol=0, atol=0)
+        assert (model(x2) - before).abs().max() > 1e-5
+        model.pe.set_extrapolation('none')
+        torch.testing.assert_close(model(x2), before, rtol=0, atol=0)
+
+
+def test_set_extrapolation_drops_the_cached_tables():
+    pe = _tiny('rope_axial').pe
+    pos = Positions.from_hw((8, 8), 1, 1)
+    term = pe.attn_terms(pos, torch.float32, CPU)[0]
+    assert pe.attn_terms(pos, torch.float32, CPU)[0] is term  # cached
+    pe.set_extrapolation('none')                                # same strategy: tables rebuilt all the same
+    assert pe.attn_terms(pos, torch.float32, CPU)[0] is not term
+
+
+def test_check_extrapolation_validates_without_changing_the_encoding():
+    pe = _tiny('rope_mixed').pe
+    ext = pe.check_extrapolation(dict(strategy='yarn', beta=16))
+    assert (ext.strategy, ext.train_grid, ext.alpha, ext.beta) == ('yarn', (4.0, 4.0), 1.0, 16.0)
+    assert pe.extrapolation == Extrapolation('none', (4.0, 4.0))        # unchanged
+    assert _tiny('ape').pe.check_extrapolation('none') is None          # takes no strategy: nothing to hold
+    with pytest.raises(AttributeError):
+        pe.extrapolation = ext                                          # read-only: set_extrapolation owns it
+    assert extrapolation_of(pe) == pe.extrapolation and extrapolation_of(None) is None
+    set_extrapolation(pe, 'pi')                                         # the module function is the method
+    assert pe.extrapolation.strategy == 'pi'
+
+
+@pytest.mark.parametrize('pe, supported', [('rope_axial', STRATEGIES), ('rope_mixed_ape', STRATEGIES),
+                                           ('sincos', ('none', 'pi')), ('fourier', ('none', 'pi')),
+                                           ('ape', ('none',)), ('irpe_k', ('none',)), ('peg', ('none',))])
+def test_supported_extrapolations_and_refusals_name_the_encoding(pe, supported):
+    model = _tiny(pe)
+    assert type(model.pe).supported_extrapolations() == supported
+    before = model.pe.extrapolation
+    for strategy in STRATEGIES:
+        if strategy in supported:
+            model.pe.check_extrapolation(strategy)
+            continue
+        name = 'sincos' if pe == 'sincos' else 'fourier' if pe == 'fourier' else None
+        match = (f"{name}: extrapolation '{strategy}' does not apply to it \\(it supports \\('none', 'pi'\\)\\)"
+                 if name else f"extrapolation '{strategy}' does not apply to the {pe.split('_')[0]} encoding")
+        with pytest.raises(ValueError, match=match):
+            model.pe.check_extrapolation(strategy)
+        with pytest.raises(ValueError, match=match):
+            model.pe.set_extrapolation(strategy)
+        assert model.pe.extrapolation == before                         # a refused strategy changes nothing
 
 
 # ------------------------------------------------------------------------------------------- eval-resolution
@@ -238,7 +303,7 @@ def test_eval_resolution_extrapolation_dimension(tmp_path):
     assert '### Extrapolation strategies' in md and os.path.getsize(os.path.join(out, 'extrapolation.png')) > 0
     # an encoding that takes no strategy: a clear error before any evaluation
     assert main(['train', '--model', 'pe_vit_tiny_patch16_ape_224', '--output', ape, *common]) == 0
-    from zoo.eval.resolution import eval_resolution
+    from zoo.sweep.resolution import eval_resolution
     with pytest.raises(ValueError, match="--extrapolation ntk for ape: extrapolation 'ntk' does not apply"):
         eval_resolution(['--run', ape, '--data-dir', data, '--sizes', '32', '--extrapolation', 'none', 'ntk',
                          '--output', str(tmp_path / 'e2'), '--workers', '0', '--no-progress'])

@@ -105,6 +105,26 @@ def test_filter_reports_mismatched_sides():
         filter_deit_irpe(g['state_dict'], model)
 
 
+def test_encoding_maps_the_official_keys_itself():
+    """``IRPE.map_checkpoint``: the DeiT-iRPE tables and APE leave the checkpoint under the encoding's names (the
+    filter only detects the layout); DeiT's backbone keys stay for the backbone."""
+    pe = create_pos_encoding('irpe', dict(GEOM, grid_size=(4, 4)), dict(rpe_on='qk'))
+    sd = {'blocks.0.norm1.weight': torch.ones(64), 'pos_embed': torch.randn(1, 1 + 9, 64),
+          **{f'blocks.{i}.attn.rpe_{s}.lookup_table_weight': torch.randn(1, 32, 50) for i in range(2) for s in 'qk'}}
+    out = pe.map_checkpoint('deit_irpe', sd, 'pe.')
+    assert list(sd) == ['blocks.0.norm1.weight']
+    assert sorted(out) == ['pe.ape.pos_embed'] + [f'pe.layers.{i}.rpe_{s}.lookup_table_weight' for i in range(2)
+                                                   for s in 'kq']
+    assert out['pe.ape.pos_embed'].shape == (1, 17, 64)  # the 3 x 3 table resampled to the encoding's 4 x 4 grid
+    with pytest.raises(CheckpointMismatchError, match="iRPE on 'k' but the model on 'qk'"):
+        pe.map_checkpoint('deit_irpe', {'blocks.0.attn.rpe_k.lookup_table_weight': torch.zeros(1, 32, 50)})
+    no_ape = create_pos_encoding('irpe', GEOM, dict(ape=False))
+    with pytest.raises(CheckpointMismatchError, match='learned APE .* but the model has none'):
+        no_ape.map_checkpoint('deit_irpe', {'pos_embed': torch.zeros(1, 197, 64)})
+    with pytest.raises(ValueError, match="unknown checkpoint layout 'deit'"):
+        pe.map_checkpoint('deit', {})
+
+
 class _Opaque:  # not allow-listed by torch.load(weights_only=True)
     pass
 

@@ -34,6 +34,44 @@ def test_aliases_are_the_same_object():
     assert {'videorope', 'hope', 'mhrope'} <= set(mm.list_schemes())
 
 
+def test_scheme_objects_own_their_special_cases():
+    """What used to be ``if scheme == ...`` outside the scheme classes: the clip timing, the KV heads a per-head split
+    needs, the layout style of InternVL tiles."""
+    assert [n for n in mm.list_schemes() if mm.get_scheme(n).uses_seconds({})] == ['qwen2_5_vl']
+    assert mm.get_scheme('mrope').uses_seconds({'tokens_per_second': 2})
+    assert not mm.get_scheme('qwen2_5_vl').uses_seconds({'tokens_per_second': None})
+    assert [n for n in mm.list_schemes() if mm.get_scheme(n).fit_kv_heads(2) != 2] == ['mhrope']
+    assert [mm.get_scheme('mhrope').fit_kv_heads(k) for k in (1, 8, 9)] == [8, 8, 16]
+    tiles = [{'type': 'text', 'len': 2}, {'type': 'image', 'h': 1, 'w': 4, 'num_tiles': 2}]
+    assert mm.get_scheme('v2pe').layout_style(tiles) == 'internvl' and mm.get_scheme('mrope').layout_style(tiles) == \
+        'qwen2' and mm.get_scheme('mhrope').layout_style([]) == 'qwen3'
+    assert mm.get_scheme(mm.get_scheme('hope')) is mm.get_scheme('hope')  # a Scheme object is its own resolution
+
+
+def test_the_encoding_gives_the_ids_of_its_scheme():
+    """``MultimodalRoPE.position_ids`` / ``draw_training_options`` / ``decode_position_ids``: the module functions for
+    the encoding's scheme, with its evaluation options; clip timing only where the scheme uses it."""
+    inp = mm.layout_to_inputs([{'type': 'text', 'len': 3}, {'type': 'video', 't': 3, 'h': 2, 'w': 2,
+                                                            'second_per_grid_t': 2.0}, {'type': 'text', 'len': 2}])
+    args = (inp['input_ids'], None, inp['video_grid_thw'], inp['attention_mask'])
+    for scheme, opts in [('qwen2_5_vl', {}), ('mrope', {}), ('hope', {'gamma': 0.75})]:
+        enc = create_pos_encoding('multimodal_rope', dict(dim=64, num_heads=2, depth=1),
+                                  dict(scheme=scheme, scheme_options=opts))
+        secs = inp['second_per_grid_ts'] if scheme == 'qwen2_5_vl' else None
+        ref = mm.get_position_ids(scheme, *args, secs, **opts)
+        got = enc.position_ids(*args, inp['second_per_grid_ts'])  # mrope / hope ignore the clip timing
+        assert all(torch.equal(a, b) for a, b in zip(got, ref))
+        torch.testing.assert_close(enc.decode_position_ids(ref[1], torch.tensor([7])),
+                                   mm.decode_position_ids(ref[1], torch.tensor([7]), mm.scheme_num_axes(scheme)))
+        drawn = enc.draw_training_options(4, random.Random(0))
+        if scheme != 'hope':
+            assert drawn is None
+            continue
+        assert [set(d) for d in drawn] == [{'gamma'}] * 4 and all(d['gamma'] in mm.HOPE_GAMMAS for d in drawn)
+        other = enc.position_ids(*args, scheme_options=dict(gamma=1.5))[0]
+        assert not torch.equal(other, got[0])
+
+
 def test_golden_files_cover_new_schemes():
     index = json.loads((GOLDEN_DIR / 'index.json').read_text())
     schemes = {e['scheme'] for e in index}

@@ -25,7 +25,8 @@ KIND = _register_recipe()
 
 @pytest.mark.parametrize('check', [
     contract.test_forward_backward_and_new_grid, contract.test_token_subsets, contract.test_meta_device_init,
-    contract.test_torch_compile_dynamic_no_graph_breaks,
+    contract.test_torch_compile_dynamic_no_graph_breaks, contract.test_extrapolation_hook_matches_the_constructor,
+    contract.test_checkpoint_hook_takes_its_own_zoo_layout_tensors_unchanged,
 ])
 def test_recipe_meets_the_contract(check):
     check(KIND)

@@ -8,6 +8,7 @@ TimeSformer's per-frame patch embedding) or a reorder between token layouts.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -561,3 +562,68 @@ def test_ape_set_grid_size_keeps_the_table_kind():
         _enc('ape', grid=(2, 4, 4)).set_grid_size((4, 4))
     with pytest.raises(ValueError, match='2D'):
         _enc('ape', grid=(4, 4)).set_grid_size((2, 4, 4))
+
+
+# ==================================================================================== the inflation hook (2D -> 3D)
+def _inflated(e2, e3, image_grid=(4, 4)) -> dict:
+    """Every parameter of ``e3`` from ``e2`` through the encoding's own hook (what ``inflate_2d_to_3d`` does)."""
+    own, image = e3.state_dict(), e2.state_dict()
+    return {k: e3.inflate_param(k, image.get(k), own[k], image_grid, 'pe.') for k in own}
+
+
+def test_inflate_param_default_keeps_or_appends_a_zero_time_part():
+    torch.manual_seed(0)
+    e2, e3 = _enc('comrope', grid=(4, 4), variant='ld'), _enc('comrope', grid=(3, 4, 4), variant='ld')
+    out = _inflated(e2, e3)
+    src, got = e2.layers[0].multiplier.detach(), out['layers.0.multiplier']
+    assert got.shape == (1, 3, 4, 1, 1) and torch.equal(got[:, :2], src) and got[:, 2].abs().max() == 0
+    assert torch.equal(out['layers.0.freqs'], e2.layers[0].freqs)  # same shape: kept
+    target = e3.state_dict()['layers.0.freqs']
+    assert e3.inflate_param('layers.0.freqs', torch.zeros(4, 1, 8, 4, 4), target, (4, 4)) is None  # unrelated
+    assert e3.inflate_param('layers.0.freqs', None, target, (4, 4)) is None  # nothing to start from
+
+
+def test_inflate_param_tables_kernels_and_buckets():
+    torch.manual_seed(0)
+    # learned table: the frame table repeated over the tubelets (a child APE too), resampled for another frame grid
+    e2, e3 = _enc('irpe', grid=(4, 4), prefix=1), _enc('irpe', grid=(2, 4, 4), prefix=1)
+    out = _inflated(e2, e3)
+    frame = e2.ape.pos_embed.detach()[:, 1:]
+    torch.testing.assert_close(out['ape.pos_embed'], frame.repeat(1, 2, 1))
+    # iRPE product tables: every dt slice starts as the image table, the class bucket kept
+    k = 2 * int(irpe_coefficients(1.9)[1]) + 1
+    src, got = e2.layers[0].rpe_k.lookup_table_weight.detach(), out['layers.0.rpe_k.lookup_table_weight']
+    assert got.shape[-1] == k ** 3 + 1
+    for dt in range(k):
+        torch.testing.assert_close(got[..., dt * k * k:(dt + 1) * k * k], src[..., :k * k])
+    torch.testing.assert_close(got[..., -1], src[..., -1])
+    with pytest.raises(ValueError, match=r'pe\.ape\.pos_embed \(1, 17, 64\) does not hold a 5x5 patch table'):
+        _inflated(e2, e3, image_grid=(5, 5))
+    # space + time tables: the spatial table is the image one, the time table starts at zero
+    st2, st3 = _enc('ape', grid=(4, 4)), _enc('st_ape', grid=(3, 4, 4))
+    out = e3_out = {k: st3.inflate_param(k, {'pos_embed': st2.pos_embed.detach()}.get(k), v, (4, 4))
+                    for k, v in st3.state_dict().items()}
+    torch.testing.assert_close(e3_out['pos_embed'], st2.pos_embed.detach())
+    assert out['time_embed'].shape == (1, 3, 64) and out['time_embed'].abs().max() == 0
+    # PEG: the k x k kernel is the middle time slice of the k x k x k one
+    p2, p3 = _enc('peg', grid=(4, 4)), _enc('peg', grid=(2, 4, 4))
+    out = _inflated(p2, p3)
+    w = out['pegs.0.weight']
+    torch.testing.assert_close(w[:, :, 1], p2.pegs['0'].weight.detach())
+    assert w[:, :, 0].abs().max() == 0 and w[:, :, 2].abs().max() == 0
+    assert torch.equal(out['pegs.0.bias'], p2.pegs['0'].bias.detach())
+
+
+def test_inflate_module_has_no_encoding_knowledge():
+    """``zoo/models/inflate.py`` calls the encoding's hook: no parameter name of any encoding in its code."""
+    import ast
+    from pathlib import Path
+    import zoo.models.inflate as inflate
+    tree = ast.parse(Path(inflate.__file__).read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    words = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and id(n) not in docs] + [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)] + \
+        [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    known = re.compile(r'pos_embed|time_embed|lookup_table|irpe|freqs|multiplier|rope|\b(ape|peg|pegs|w_r)\b')
+    assert not [w for w in words if known.search(w.lower())]

@@ -1,6 +1,9 @@
 """Position encodings. No backbone code lives here: backbones call ``create_pos_encoding``."""
 from .base import AttnTerm, Positions, PosEncoding, check_keep_indices
-from .registry import create_pos_encoding, list_pos_encodings, register_pos_encoding
+from .checkpoint import CHECKPOINT_LAYOUTS, CheckpointMismatchError
+from .extrapolation import STRATEGIES, Extrapolation
+from .registry import (create_pos_encoding, get_pos_encoding_class, list_pos_encodings, pos_encoding_name,
+                       register_pos_encoding)
 from .absolute import LearnedAPE, NoPE, SinCos1D, SinCos2D, SinCos3D, SpaceTimeAPE
 from .conditional import PEG
 from .fourier import LearnableFourierPE

@@ -15,7 +15,7 @@ Tokens are laid out as ``[prefix tokens, patches]`` with patches t-major, then r
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,7 @@ from timm.layers.pos_embed_sincos import freq_bands
 from ._cache import TableCache
 from ._grid import as_thw, parse_grid_size, refuse_video_grid, resample_grid_table
 from .base import Positions, PosEncoding
+from .checkpoint import CheckpointMismatchError
 from .extrapolation import COORDINATE_STRATEGIES, Extrapolation
 from .registry import register_pos_encoding
 from .rotation import grid_coords
@@ -39,6 +40,34 @@ def add_to_patches(x: torch.Tensor, table: torch.Tensor, num_prefix_tokens: int)
     if num_prefix_tokens == 0:
         return x + table
     return torch.cat([x[:, :num_prefix_tokens], x[:, num_prefix_tokens:] + table], dim=1)
+
+
+def _inflate_image_table(key: str, table: torch.Tensor, target: torch.Tensor, image_grid: Tuple[int, int],
+                         grid: Tuple[int, int, int], per_frame: bool) -> torch.Tensor:
+    """A learned 2D position table ``(1, P + H*W, C)`` for the video table ``target``: the per-frame table of a
+    space + time embedding (``per_frame``), else repeated over the ``T'`` tubelets of one ``(1, [P +] T'*H'*W', C)``
+    table; the frame table is resampled bicubically (timm) when ``image_grid`` differs from the video frame grid. The
+    video table keeps the first of the image's prefix rows it has room for.
+
+    Raises:
+        CheckpointMismatchError: ``table`` does not hold an ``image_grid`` patch table, or its prefix rows cannot fill
+            ``target`` (``key`` names it).
+    """
+    t, h, w = grid
+    src_p = table.shape[1] - image_grid[0] * image_grid[1]
+    if src_p < 0 or src_p > 16:
+        raise CheckpointMismatchError(
+            f'{key} {tuple(table.shape)} does not hold a {image_grid[0]}x{image_grid[1]} patch table; pass '
+            f'image_grid=(H, W), the patch grid the image model was trained on')
+    patches = table[:, src_p:]
+    if tuple(image_grid) != (h, w):
+        patches = resample_abs_pos_embed(patches, new_size=[h, w], old_size=list(image_grid), num_prefix_tokens=0)
+    dst_p = target.shape[1] - (h * w if per_frame else t * h * w)
+    if not 0 <= dst_p <= src_p:
+        raise CheckpointMismatchError(f'inflate_2d_to_3d: {key} {tuple(table.shape)} ({src_p} prefix rows) cannot '
+                                      f'fill the video table {tuple(target.shape)} (grid {grid})')
+    out = torch.cat([table[:, :dst_p], patches if per_frame else patches.repeat(1, t, 1)], dim=1)
+    return out.to(target.dtype)
 
 
 @register_pos_encoding('ape')
@@ -118,6 +147,43 @@ class LearnedAPE(PosEncoding):
         if grid_size != self.grid_size:
             self.pos_embed = nn.Parameter(self.table(grid_size).detach())
             self.grid_size = grid_size
+
+    def checkpoint_table(self, table: torch.Tensor) -> torch.Tensor:
+        """A checkpoint's 2D table ``(1, P + S*S, C)`` (square training grid, as timm and DeiT train) resampled
+        bicubically to this table's grid, ``P`` prefix entries kept; unchanged when it already fits, when it is not
+        such a table (the strict load reports it), and for video tables (2D -> 3D is :meth:`inflate_param`'s)."""
+        target = self.pos_embed
+        if self.video or table.shape == target.shape or table.ndim != 3 or table.shape[-1] != target.shape[-1]:
+            return table
+        old_n = table.shape[1] - self.num_embed_prefix
+        side = math.isqrt(old_n) if old_n > 0 else 0
+        if side * side != old_n:
+            return table
+        return resample_abs_pos_embed(table, new_size=list(self.grid_size), old_size=[side, side],
+                                      num_prefix_tokens=self.num_embed_prefix)
+
+    def map_checkpoint(self, layout: str, state_dict: Dict[str, torch.Tensor],
+                       prefix: str = '') -> Dict[str, torch.Tensor]:
+        """The learned table: ``pos_embed`` of a timm ViT / Eva, DeiT(-iRPE) or V-JEPA 2 checkpoint, or this table's
+        own name in the zoo layout; 2D tables resampled to this grid (:meth:`checkpoint_table`). A V-JEPA 2 table
+        is taken only when it has this table's shape (otherwise it is the fixed table of another encoding, which the
+        backbone compares with what its encoding adds). See :meth:`PosEncoding.map_checkpoint`."""
+        out = super().map_checkpoint(layout, state_dict, prefix)
+        key = prefix + 'pos_embed' if layout == 'zoo' else 'pos_embed'
+        if key not in state_dict:
+            return out
+        if layout == 'vjepa2' and tuple(state_dict[key].shape) != tuple(self.pos_embed.shape):
+            return out
+        out[prefix + 'pos_embed'] = self.checkpoint_table(state_dict.pop(key))
+        return out
+
+    def inflate_param(self, name: str, image_value: Optional[torch.Tensor], target: torch.Tensor,
+                      image_grid: Tuple[int, int], prefix: str = '') -> Optional[torch.Tensor]:
+        """``pos_embed``: the image table (frame table resampled bicubically if the frame grid differs) repeated over
+        the ``T'`` tubelets. See :meth:`PosEncoding.inflate_param`."""
+        if name != 'pos_embed' or image_value is None:
+            return super().inflate_param(name, image_value, target, image_grid, prefix)
+        return _inflate_image_table(prefix + name, image_value, target, image_grid, as_thw(self.grid_size), False)
 
     def no_weight_decay(self) -> set:
         return {'pos_embed'}
@@ -253,6 +319,17 @@ class SpaceTimeAPE(PosEncoding):
             self.pos_embed, self.time_embed = nn.Parameter(pos_embed), nn.Parameter(time_embed)
             self.grid_size = grid_size
 
+    def inflate_param(self, name: str, image_value: Optional[torch.Tensor], target: torch.Tensor,
+                      image_grid: Tuple[int, int], prefix: str = '') -> Optional[torch.Tensor]:
+        """``pos_embed``: the image table is the spatial table (resampled bicubically if the frame grid differs);
+        ``time_embed``: zeros when the image has none (TimeSformer's initialisation). See
+        :meth:`PosEncoding.inflate_param`."""
+        if name == 'pos_embed' and image_value is not None:
+            return _inflate_image_table(prefix + name, image_value, target, image_grid, self.grid_size, True)
+        if name == 'time_embed' and image_value is None:
+            return torch.zeros_like(target)
+        return super().inflate_param(name, image_value, target, image_grid, prefix)
+
     def no_weight_decay(self) -> set:
         return {'pos_embed', 'time_embed'}
 
@@ -291,7 +368,7 @@ class SinCos2D(PosEncoding):
                  extrapolation: Any = 'none'):
         super().__init__()
         refuse_video_grid('sincos', grid_size, "'sincos1d' (VideoMAE) or 'sincos3d' (V-JEPA)")
-        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, COORDINATE_STRATEGIES, 'sincos')
+        self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'sincos')
         if dim % 4:
             raise ValueError(f'sincos needs an embedding dim divisible by 4, got {dim}; change embed_dim')
         if not temperature > 0:

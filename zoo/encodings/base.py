@@ -11,9 +11,18 @@ four contributions (hooks):
   schemes), add an additive attention bias that can depend on q and k (iRPE bias / contextual), and add a value term
   computed from the attention weights (iRPE on v).
 * ``set_grid_size(grid)``: resample learned tables to a new default grid.
+* ``set_extrapolation(strategy)`` / ``check_extrapolation(strategy)``: switch to (or validate, without any change)
+  a training-free extrapolation strategy (:mod:`zoo.encodings.extrapolation`); the encoding drops its own cached
+  tables.
+* ``map_checkpoint(layout, state_dict, prefix)``: take the encoding's tensors out of an upstream checkpoint
+  (:data:`zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`) under its own names, learned tables resampled to its grid.
+* ``inflate_param(name, image_value, target, image_grid, prefix)``: a video encoding's parameter from the same image
+  encoding's (2D checkpoint -> 3D model).
 
 The attention layer (``zoo.models.attention.Attention``) contains no per-encoding branch: it only asks the term what
-it contributes, and uses ``F.scaled_dot_product_attention`` unless the term declares ``needs_attn_weights``.
+it contributes, and uses ``F.scaled_dot_product_attention`` unless the term declares ``needs_attn_weights``. Code
+above the encodings (models, sweeps, converters) calls these hooks and never reads or writes an encoding's attributes
+or caches.
 
 Terms carry a batch axis (size 1 or B) so that positions can differ per sample (token subsets, mixed text/visual
 sequences). They hold their tensors in ``tensor_fields`` and no lazily-built state, so gradient checkpointing (both
@@ -23,10 +32,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
+
+from ._cache import TableCache
+from .checkpoint import CHECKPOINT_LAYOUTS, append_time_part
+from .extrapolation import STRATEGIES, Extrapolation
+from .registry import pos_encoding_name
 
 __all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices']
 
@@ -208,11 +222,16 @@ class PosEncoding(nn.Module):
         supports_video: False for image-only encodings (2D ``sincos``, ``rope_axial``): they refuse a 3-tuple
             ``grid_size`` ``(T, H, W)`` at construction and a grid with ``T > 1`` at forward, naming the video kinds.
             Every other encoding takes a video geometry (``grid_size=(T, H, W)`` in tubelets and patches).
+        extrapolation_strategies: the training-free strategies the encoding takes (:mod:`zoo.encodings.extrapolation`):
+            all four for the RoPE family, ``('none', 'pi')`` for sin-cos and Fourier features, ``('none',)`` (the
+            default) for the others, which adapt by :attr:`adaptation` instead.
     """
     family: str = 'none'
     adaptation: str = 'nothing to adapt'
     supports_subsets: bool = True
     supports_video: bool = True
+    extrapolation_strategies: Tuple[str, ...] = ('none',)
+    _extrapolation: Optional[Extrapolation] = None  # set by encodings that take strategies
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Add absolute position information to tokens ``x`` ``(B, L, C)`` laid out as described in Positions."""
@@ -230,6 +249,139 @@ class PosEncoding(nn.Module):
     def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         """Called by ``set_input_size``: resample learned tables to a new default grid (in patches)."""
 
+    # ------------------------------------------------------------------------------------------- extrapolation
+    @property
+    def extrapolation(self) -> Optional[Extrapolation]:
+        """The training-free extrapolation strategy the encoding holds, or ``None`` for an encoding that takes none.
+        Read-only: change it with :meth:`set_extrapolation`."""
+        return self._extrapolation
+
+    @classmethod
+    def supported_extrapolations(cls) -> Tuple[str, ...]:
+        """The strategy names the encoding takes, e.g. ``('none', 'pi', 'ntk', 'yarn')``; ``('none',)`` for an
+        encoding that adapts otherwise (learned tables, relative buckets, convolutions, normalised positions)."""
+        return tuple(cls.extrapolation_strategies)
+
+    def check_extrapolation(self, strategy: Union[str, Mapping[str, Any]]) -> Optional[Extrapolation]:
+        """What :meth:`set_extrapolation` would set, without changing the encoding (validate a sweep's (model,
+        strategy) pairs up front, no copy needed).
+
+        Args:
+            strategy: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'``, or a dict with ``strategy`` and optionally
+                ``train_grid``, ``alpha``, ``beta`` (:meth:`Extrapolation.parse`); what the dict leaves out keeps the
+                encoding's current value (its training grid, YaRN's ramp).
+
+        Returns:
+            The :class:`Extrapolation` the encoding would hold, or ``None`` for an encoding that takes no strategy
+            (``'none'`` is accepted by every encoding: it is what those do).
+
+        Raises:
+            ValueError: an unknown strategy or option, or a strategy the encoding does not take; the message names
+                the encoding, the strategy and the strategies (or the adaptation) it takes.
+        """
+        name = pos_encoding_name(self)
+        current = self.extrapolation
+        if current is None:
+            plain = strategy if isinstance(strategy, str) else dict(strategy).get('strategy', 'none')
+            if plain not in STRATEGIES:
+                raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {STRATEGIES}')
+            if plain != 'none':
+                raise ValueError(f'extrapolation {plain!r} does not apply to the {name} encoding ({self.family}), '
+                                 f'which adapts to a new grid by: {self.adaptation}. Strategies apply to the RoPE '
+                                 'family (rope_axial, rope_mixed, rope_mixed_ape, rope3d, multimodal_rope) and, as '
+                                 'none/pi, to sincos and fourier')
+            return None
+        merged = dict(strategy=current.strategy, train_grid=current.train_grid, alpha=current.alpha, beta=current.beta)
+        merged.update(dict(strategy=strategy) if isinstance(strategy, str) else dict(strategy))
+        return Extrapolation.parse(merged, allowed=self.extrapolation_strategies, encoding=name)
+
+    def set_extrapolation(self, strategy: Union[str, Mapping[str, Any]]) -> None:
+        """Switch to another training-free extrapolation strategy (evaluation sweeps), next to
+        :meth:`set_grid_size`: the same as building the encoding with ``extrapolation=strategy`` (merged with the
+        current training grid and ramp, see :meth:`check_extrapolation`). Cached tables are dropped.
+
+        Raises:
+            ValueError: see :meth:`check_extrapolation`; the encoding is unchanged then.
+        """
+        ext = self.check_extrapolation(strategy)
+        if ext is not None:
+            self._extrapolation = ext
+            self.clear_caches()
+
+    def clear_caches(self) -> None:
+        """Drop every derived table the encoding (and its child modules) cached; they are rebuilt when next needed."""
+        for m in self.modules():
+            for value in vars(m).values():
+                if isinstance(value, TableCache):
+                    value.clear()
+
+    # --------------------------------------------------------------------------------------------- checkpoints
+    def map_checkpoint(self, layout: str, state_dict: Dict[str, torch.Tensor],
+                       prefix: str = '') -> Dict[str, torch.Tensor]:
+        """Take this encoding's tensors out of a checkpoint and return them under its own names.
+
+        The default asks each child encoding (an optional ``ape``); encodings whose tensors have upstream names
+        (RoPE-Mixed, learned tables, iRPE, ComRoPE) extend it.
+
+        Args:
+            layout: the source layout the backbone's filter detected, a key of
+                :data:`~zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`.
+            state_dict: the checkpoint's tensors (upstream names; for ``'zoo'`` the model's own names). The tensors
+                this encoding takes are removed from it; the rest is left to the caller.
+            prefix: this encoding's name in the model (``'pe.'``): the returned keys start with it.
+
+        Returns:
+            ``{prefix + name: tensor}`` for this encoding's ``state_dict`` names. Learned 2D tables are resampled to
+            the encoding's grid; other tensors are moved unchanged (their shapes are checked by the caller).
+
+        Raises:
+            ValueError: an unknown ``layout``.
+            CheckpointMismatchError: tensors that cannot fit this encoding (the message says how to build one that
+                does).
+        """
+        if layout not in CHECKPOINT_LAYOUTS:
+            raise ValueError(f'unknown checkpoint layout {layout!r}; choose one of {list(CHECKPOINT_LAYOUTS)}')
+        out: Dict[str, torch.Tensor] = {}
+        for name, child in self.named_children():
+            if isinstance(child, PosEncoding):
+                out.update(child.map_checkpoint(layout, state_dict, f'{prefix}{name}.'))
+        return out
+
+    def inflate_param(self, name: str, image_value: Optional[torch.Tensor], target: torch.Tensor,
+                      image_grid: Tuple[int, int], prefix: str = '') -> Optional[torch.Tensor]:
+        """One parameter of this (video) encoding made from the same image encoding's (2D checkpoint -> 3D model).
+
+        The default hands names of a child encoding (``ape.*``) to it, keeps a tensor of the same shape, and appends a
+        zero time part where the video parameter is longer along one axis
+        (:func:`~zoo.encodings.checkpoint.append_time_part`). Learned tables, PEG kernels and iRPE ``product``
+        tables override it.
+
+        Args:
+            name: the parameter's name in this encoding's ``state_dict``.
+            image_value: the image checkpoint's tensor of that name, or ``None`` when the image has none (then only
+                a parameter with a natural start, e.g. TimeSformer's zero time table, gets a value).
+            target: this encoding's current tensor (shape and dtype of the result).
+            image_grid: the image model's patch grid ``(H, W)``.
+            prefix: this encoding's name in the model (``'pe.'``), for messages.
+
+        Returns:
+            The tensor to load, or ``None`` when ``image_value`` cannot be related to ``target`` (the caller reports
+            the mismatch) or there is nothing to start from.
+
+        Raises:
+            CheckpointMismatchError: a learned table that does not hold the ``image_grid`` patch table.
+        """
+        child, sep, rest = name.partition('.')
+        sub = self._modules.get(child) if sep else None
+        if isinstance(sub, PosEncoding):
+            return sub.inflate_param(rest, image_value, target, image_grid, f'{prefix}{child}.')
+        if image_value is None:
+            return None
+        if tuple(image_value.shape) == tuple(target.shape):
+            return image_value
+        return append_time_part(image_value, target)
+
+    # -------------------------------------------------------------------------------------------- parameters
     def reset_parameters(self) -> None:
         """Re-initialise every parameter and rebuild every buffer (meta-device construction: ``to_empty`` then
         ``init_weights``). The default re-initialises every submodule that knows how (``reset_parameters``)."""

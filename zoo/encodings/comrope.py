@@ -58,7 +58,8 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple
+import re
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -70,11 +71,14 @@ from .base import AttnTerm, Positions, PosEncoding
 from .registry import register_pos_encoding
 from .rotary import RotaryTerm
 
-__all__ = ['ComRoPE', 'LieRE', 'BlockRotation', 'VARIANTS', 'BLOCK_SIZES', 'NUM_AXES']
+__all__ = ['ComRoPE', 'LieRE', 'BlockRotation', 'VARIANTS', 'BLOCK_SIZES', 'NUM_AXES', 'fold_official_ape']
 
 VARIANTS = ('ap', 'ld', 'liere')
 BLOCK_SIZES = (2, 4, 8)
 NUM_AXES = 2  # (row, col) on images; videos add t as a third axis
+# Official checkpoints (Hugging Face CLIP vision layout, github.com/Longin-Yu/ComRoPE): generators in the attention.
+_OFFICIAL_GENERATOR = re.compile(r'^vision_model\.encoder\.layers\.(\d+)\.self_attn\.(freqs|multiplier)$')
+_OFFICIAL_APE = 'vision_model.embeddings.position_embedding'
 
 
 class _LayerGenerators(nn.Module):
@@ -201,6 +205,52 @@ def _expm_taylor(a: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def fold_official_ape(table: torch.Tensor, grid_size: Tuple[int, int], num_prefix_tokens: int = 1) -> torch.Tensor:
+    """Evaluate the official ComRoPE APE sampling on a grid and return a standard APE table.
+
+    The official APE is sampled with a 3-D ``grid_sample`` whose coordinates make only the row position count: a token
+    at normalised row ``r`` gets ``lerp_rows(0.5 * (T[:, (n-1)//2] + T[:, n//2]), r * (n - 1))`` for the ``n x n``
+    table ``T``, whatever its column (``shared/golden/README.md``). Evaluated once at the target grid, the rule gives
+    an ordinary APE table, so the standard learned APE reproduces the official embedding exactly at that grid.
+
+    Args:
+        table: ``position_embedding`` of shape ``(F, n, n, C)`` (``F = 1`` for images) or ``(n, n, C)``.
+        grid_size: target patch grid ``(H, W)``.
+        num_prefix_tokens: prefix entries to write first; each gets the value at the class position (0.5, 0.5),
+            as the official code gives its class token.
+
+    Returns:
+        ``(1, num_prefix_tokens + H * W, C)`` in the table's dtype, tokens row-major. Every token of an image row gets
+        the same vector, because the official sampling ignores the column coordinate.
+
+    Raises:
+        ValueError: the table is not ``(1, n, n, C)`` / ``(n, n, C)`` (video tables with F > 1 are not supported).
+    """
+    if table.ndim == 4:
+        if table.shape[0] != 1:
+            raise ValueError(f'official position_embedding has {table.shape[0]} frames; only images (F=1) convert')
+        table = table[0]
+    if table.ndim != 3 or table.shape[0] != table.shape[1]:
+        raise ValueError(f'official position_embedding must be (1, n, n, C), got {tuple(table.shape)}')
+    n = table.shape[0]
+    t = table.double()
+    centre = 0.5 * (t[:, (n - 1) // 2] + t[:, n // 2])  # (n, C): second table axis sampled at index (n-1)/2
+
+    def at_row(r: torch.Tensor) -> torch.Tensor:
+        idx = (r * (n - 1)).clamp(0, n - 1)  # align_corners=True, border padding
+        lo = idx.floor().long().clamp(max=n - 1)
+        hi = (lo + 1).clamp(max=n - 1)
+        wgt = (idx - lo.double())[:, None]
+        return centre[lo] * (1 - wgt) + centre[hi] * wgt
+
+    h, w = grid_size
+    rows = (torch.arange(h, dtype=torch.float32) + 0.5) / h  # official positions are float32
+    per_row = at_row(rows.double())  # (H, C)
+    patches = per_row[:, None, :].expand(h, w, -1).reshape(h * w, -1)
+    prefix = at_row(torch.tensor([0.5], dtype=torch.float64)).expand(num_prefix_tokens, -1)
+    return torch.cat([prefix, patches], 0)[None].to(table.dtype)
+
+
 def _axis_coords(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """Normalised patch centres ``(i + 0.5) / n`` for ``i < n``, computed in float32."""
     return ((torch.arange(n, device=device, dtype=torch.float32) + 0.5) / n).to(dtype)
@@ -316,6 +366,54 @@ class ComRoPE(PosEncoding):
         if self.ape is not None:
             names |= {f'ape.{n}' for n in self.ape.no_weight_decay()}
         return names
+
+    def map_checkpoint(self, layout: str, state_dict: Dict[str, torch.Tensor],
+                       prefix: str = '') -> Dict[str, torch.Tensor]:
+        """Official ComRoPE / LieRE checkpoints (Hugging Face CLIP vision layout, ``'comrope_hf_clip'``):
+        ``vision_model.encoder.layers.N.self_attn.{freqs,multiplier}`` -> ``layers.N.{freqs,multiplier}`` (identical
+        layouts), and ``vision_model.embeddings.position_embedding`` folded into ``ape.pos_embed`` at this grid
+        (:func:`fold_official_ape`), or dropped when the encoding has no APE (the official ``keep_ape=True`` model).
+        Other layouts: the APE only. See :meth:`PosEncoding.map_checkpoint`.
+
+        Raises:
+            ValueError: generator tensors missing, extra or mis-shaped for this encoding (wrong variant, block size,
+                heads or head dim), every one listed with the expected layouts.
+        """
+        out = super().map_checkpoint(layout, state_dict, prefix)
+        if layout != 'comrope_hf_clip':
+            return out
+        if _OFFICIAL_APE in state_dict:
+            table = state_dict.pop(_OFFICIAL_APE)
+            if self.ape is not None:
+                out[prefix + 'ape.pos_embed'] = fold_official_ape(table, self.ape.grid_size, self.ape.num_embed_prefix)
+        got = {}
+        for k in list(state_dict):
+            m = _OFFICIAL_GENERATOR.match(k)
+            if m:
+                got[f'layers.{m.group(1)}.{m.group(2)}'] = state_dict.pop(k)
+        self._check_official_generators(got, prefix)
+        out.update({prefix + k: v for k, v in got.items()})
+        return out
+
+    def _check_official_generators(self, tensors: Dict[str, torch.Tensor], prefix: str) -> None:
+        """ValueError naming every generator tensor that is missing, extra or mis-shaped (keys as ``prefix`` +
+        name)."""
+        got = {prefix + k: tuple(v.shape) for k, v in tensors.items()}
+        want = {prefix + k: tuple(v.shape) for k, v in self.state_dict().items()
+                if re.match(r'^layers\.\d+\.(freqs|multiplier)$', k)}
+        problems = [f'{k}: checkpoint {got[k]} vs model {want[k]}'
+                    for k in sorted(set(got) & set(want)) if got[k] != want[k]]
+        problems += [f'{k}: missing from the checkpoint (model expects {want[k]})'
+                     for k in sorted(set(want) - set(got))]
+        problems += [f'{k}: {got[k]} in the checkpoint but not in the model' for k in sorted(set(got) - set(want))]
+        if problems:
+            desc = (f'variant={self.variant!r}, block_size={self.block_size}, heads={self.num_heads}, '
+                    f'head_dim={self.head_dim}')
+            raise ValueError('official ComRoPE frequency tensors do not fit the model encoding (' + desc + '):\n  '
+                             + '\n  '.join(problems)
+                             + '\n  Expected layouts: AP freqs (H, 1, m, b, b); LD freqs (H, 1, m, b, b) + multiplier '
+                               '(1, 2, m, 1, 1); LieRE freqs (H, 2, m, b, b), m = head_dim / b. Build the model with '
+                               'the checkpoint\'s variant and pe_kwargs=dict(block_size=b).')
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> List[BlockRotation]:
         """One :class:`BlockRotation` per layer for the tokens described by ``pos``.

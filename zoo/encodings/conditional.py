@@ -80,3 +80,15 @@ class PEG(PosEncoding):
             feat = self.pegs[str(block_idx)](feat) + feat
             patches = feat.permute(0, 2, 3, 1).reshape(b, n, c)
         return torch.cat([prefix, patches], dim=1) if npt else patches
+
+    def inflate_param(self, name: str, image_value: Optional[torch.Tensor], target: torch.Tensor,
+                      image_grid: Tuple[int, int], prefix: str = '') -> Optional[torch.Tensor]:
+        """A ``k x k`` depthwise kernel becomes the middle time slice of the ``k x k x k`` one (zeros elsewhere), so
+        a static clip gets the image convolution; biases are kept. See :meth:`PosEncoding.inflate_param`."""
+        if image_value is not None and image_value.ndim == 4 and target.ndim == 5 and \
+                target.shape[2] == target.shape[3] == target.shape[4] and \
+                tuple(image_value.shape) == (target.shape[0], target.shape[1], target.shape[3], target.shape[4]):
+            out = torch.zeros_like(target)
+            out[:, :, target.shape[2] // 2] = image_value
+            return out
+        return super().inflate_param(name, image_value, target, image_grid, prefix)

@@ -30,6 +30,11 @@ leaves a grid no larger than the training grid exactly unchanged.
 Additive encodings (``sincos``, ``fourier``) have the matching coordinate choice: ``none`` (integer patch
 coordinates, extrapolated) or ``pi`` (coordinates rescaled by ``L_a / L'_a`` per axis, so a larger grid covers the
 trained range). NTK and YaRN change rotary frequencies and the attention temperature and do not apply to them.
+
+An encoding owns its strategy: it is built with ``extrapolation=...`` (a model's ``pe_kwargs``), read through
+``PosEncoding.extrapolation``, validated without any change by ``PosEncoding.check_extrapolation(strategy)`` and
+switched by ``PosEncoding.set_extrapolation(strategy)``, which also drops the encoding's cached tables.
+:func:`set_extrapolation` and :func:`extrapolation_of` below are those methods as functions.
 """
 from __future__ import annotations
 
@@ -103,7 +108,8 @@ class Extrapolation:
         if strategy not in allowed:
             raise ValueError(f'{encoding}: extrapolation {strategy!r} does not apply to it (it supports '
                              f'{tuple(allowed)}): NTK and YaRN rescale rotary frequencies and the attention '
-                             'temperature; additive sin-cos / Fourier features take none (integer coordinates) or pi (rescaled)')
+                             'temperature; additive sin-cos / Fourier features take none (integer coordinates) or '
+                             'pi (rescaled)')
         grid = opts.get('train_grid', None)
         if grid is None:
             grid = train_grid
@@ -196,40 +202,19 @@ class Extrapolation:
 
 
 def extrapolation_of(encoding: Any) -> Optional[Extrapolation]:
-    """The :class:`Extrapolation` an encoding holds, or ``None`` when it takes no strategy."""
+    """``encoding.extrapolation``: the :class:`Extrapolation` an encoding holds, or ``None`` when it takes no strategy
+    (or is no encoding, e.g. ``None``). Prefer the property :attr:`PosEncoding.extrapolation`."""
     ext = getattr(encoding, 'extrapolation', None)
     return ext if isinstance(ext, Extrapolation) else None
 
 
 def set_extrapolation(encoding: Any, strategy: Union[str, Mapping[str, Any]]) -> None:
-    """Switch an encoding (e.g. ``model.pe``) to another strategy at run time (evaluation sweeps), keeping its
-    training grid and ramp unless ``strategy`` is a dict that sets them.
-
-    ``'none'`` is accepted by every encoding (it is what encodings without strategies do).
+    """``encoding.set_extrapolation(strategy)`` (:meth:`PosEncoding.set_extrapolation`): switch an encoding (e.g.
+    ``model.pe``) to another strategy at run time, keeping its training grid and ramp unless ``strategy`` is a dict
+    that sets them.
 
     Raises:
-        ValueError: unknown strategy, or a strategy the encoding does not take (APE, iRPE, PEG, ComRoPE, LieRE ...:
-            the message names the encoding and how it adapts instead).
+        ValueError: unknown strategy, or a strategy the encoding does not take (see
+            :meth:`PosEncoding.check_extrapolation`).
     """
-    from .registry import _REGISTRY
-    current = extrapolation_of(encoding)
-    name = next((k for k, v in _REGISTRY.items() if v is type(encoding)), type(encoding).__name__)
-    if current is None:
-        plain = strategy if isinstance(strategy, str) else dict(strategy).get('strategy', 'none')
-        if plain not in STRATEGIES:
-            raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {STRATEGIES}')
-        if plain != 'none':
-            raise ValueError(f'extrapolation {plain!r} does not apply to the {name} encoding '
-                             f'({getattr(encoding, "family", "?")}), which adapts to a new grid by: '
-                             f'{getattr(encoding, "adaptation", "?")}. Strategies apply to the RoPE family '
-                             '(rope_axial, rope_mixed, rope_mixed_ape, rope3d, multimodal_rope) and, as none/pi, to '
-                             'sincos and fourier')
-        return
-    opts = dict(strategy=strategy) if isinstance(strategy, str) else dict(strategy)
-    merged = dict(strategy=current.strategy, train_grid=current.train_grid, alpha=current.alpha, beta=current.beta)
-    merged.update(opts)
-    encoding.extrapolation = Extrapolation.parse(merged, allowed=getattr(encoding, 'extrapolation_strategies',
-                                                                         STRATEGIES), encoding=name)
-    cache = getattr(encoding, '_cache', None)
-    if cache is not None:
-        cache.clear()
+    encoding.set_extrapolation(strategy)

@@ -56,7 +56,7 @@ class LearnableFourierPE(PosEncoding):
     def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0,
                  grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
         super().__init__()
-        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, COORDINATE_STRATEGIES, 'fourier')
+        self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'fourier')
         self.video = grid_size is not None and len(parse_grid_size('fourier', grid_size)) == 3
         if self.video:
             self.adaptation = 'evaluated at the integer (row, col, t) coordinates of the new grid (extrapolation)'

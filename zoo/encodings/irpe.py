@@ -42,6 +42,7 @@ here, and this module follows the code):
 from __future__ import annotations
 
 import math
+import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -51,6 +52,7 @@ from ._cache import TableCache
 from ._grid import parse_grid_size
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
+from .checkpoint import CheckpointMismatchError
 from .registry import register_pos_encoding
 
 __all__ = [
@@ -63,6 +65,8 @@ _METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant
 _MODE_ALIASES = {'bias': 'bias', 'contextual': 'contextual', 'ctx': 'contextual'}
 # Bucket functions: every method, with cross split into its row and column (and, on videos, time) parts.
 _PARTS = ('euclidean', 'quant', 'product', 'cross_rows', 'cross_cols', 'cross_time')
+# Official DeiT-iRPE checkpoints keep the tables in the attention of each block.
+_DEIT_RPE_KEY = re.compile(r'^blocks\.(\d+)\.attn\.(rpe_[qkv]\..+)$')
 
 
 def irpe_coefficients(ratio: float) -> Tuple[float, float, float]:
@@ -367,6 +371,25 @@ class IRPEAttnTerm(AttnTerm):
         return out
 
 
+def _tile_product_table(src: torch.Tensor, target: torch.Tensor, k: int) -> Optional[torch.Tensor]:
+    """``src`` with ``k^2`` (+ class) entries along the one axis where it differs from ``target`` (``k^3`` + class)
+    copied into every ``dt`` slice of ``target``'s shape; ``None`` unless the sizes are exactly those."""
+    diff = [d for d in range(src.ndim) if src.shape[d] != target.shape[d]]
+    if len(diff) != 1:
+        return None
+    ax = diff[0]
+    src_skip, dst_skip = src.shape[ax] - k * k, target.shape[ax] - k ** 3
+    if src_skip not in (0, 1) or dst_skip not in (0, 1):
+        return None
+    out = torch.zeros_like(target)
+    plane = src.narrow(ax, 0, k * k)
+    for dt in range(k):
+        out.narrow(ax, dt * k * k, k * k).copy_(plane)
+    if src_skip and dst_skip:
+        out.narrow(ax, k ** 3, 1).copy_(src.narrow(ax, k * k, 1))
+    return out
+
+
 def _parse_rpe_on(rpe_on: Union[str, Iterable[str]]) -> str:
     sides = ''.join(rpe_on) if not isinstance(rpe_on, str) else rpe_on
     sides = sides.lower()
@@ -511,6 +534,52 @@ class IRPE(PosEncoding):
     def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         if self.ape is not None:
             self.ape.set_grid_size(grid_size)
+
+    def map_checkpoint(self, layout: str, state_dict: Dict[str, torch.Tensor],
+                       prefix: str = '') -> Dict[str, torch.Tensor]:
+        """Official DeiT-iRPE (Wu et al., https://github.com/wkcn/iRPE-model-zoo): ``blocks.N.attn.rpe_X.*`` ->
+        ``layers.N.rpe_X.*`` (same shapes: moved, never changed); DeiT's ``pos_embed`` goes to ``ape`` (resampled
+        when the grids differ). Other layouts: the APE only. See :meth:`PosEncoding.map_checkpoint`.
+
+        Raises:
+            CheckpointMismatchError: the checkpoint has a learned APE and this encoding none, or iRPE on other sides
+                (q, k, v) than this encoding.
+        """
+        if layout != 'deit_irpe':
+            return super().map_checkpoint(layout, state_dict, prefix)
+        out: Dict[str, torch.Tensor] = {}
+        sides = set()
+        for k in list(state_dict):
+            m = _DEIT_RPE_KEY.match(k)
+            if m:
+                out[f'{prefix}layers.{m.group(1)}.{m.group(2)}'] = state_dict.pop(k)
+                sides.add(m.group(2)[len('rpe_')])
+        if 'pos_embed' in state_dict and self.ape is None:
+            raise CheckpointMismatchError(
+                'the DeiT-iRPE checkpoint has a learned APE (pos_embed) but the model has none; build it with '
+                "pe='irpe' and pe_kwargs ape=True (the default of the registered irpe models)")
+        sides_ckpt = ''.join(s for s in 'qkv' if s in sides)
+        sides_model = self.rpe_on if len(self.layers) else ''
+        if sides_ckpt != sides_model:
+            raise CheckpointMismatchError(
+                f'the checkpoint has iRPE on {sides_ckpt!r} but the model on {sides_model!r}; build the model with '
+                f'pe_kwargs rpe_on={sides_ckpt!r} (e.g. the *_irpe_qkv_* model for a qkv checkpoint)')
+        out.update(super().map_checkpoint(layout, state_dict, prefix))
+        return out
+
+    def inflate_param(self, name: str, image_value: Optional[torch.Tensor], target: torch.Tensor,
+                      image_grid: Tuple[int, int], prefix: str = '') -> Optional[torch.Tensor]:
+        """A ``product`` lookup table with ``K^2`` (+ class) buckets -> ``K^3`` (+ class): the image buckets are the
+        ``dt = 0`` slice of the video's ``(dt, dr, dc)`` buckets, and every ``dt`` slice starts as the image table
+        (time the most significant digit of the bucket id; time-agnostic at first); the class bucket is kept when
+        both have one. See :meth:`PosEncoding.inflate_param`."""
+        tiled = None
+        if image_value is not None and 'lookup_table' in name and self.method == 'product' and \
+                image_value.ndim == target.ndim and tuple(image_value.shape) != tuple(target.shape):
+            tiled = _tile_product_table(image_value, target, 2 * int(irpe_coefficients(self.ratio)[1]) + 1)
+        if tiled is not None:
+            return tiled
+        return super().inflate_param(name, image_value, target, image_grid, prefix)
 
     def no_weight_decay(self) -> set:
         names = {name for name, _ in self.named_parameters() if 'lookup_table' in name}

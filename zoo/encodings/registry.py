@@ -6,9 +6,12 @@ Backbones never name concrete encoding classes. An encoding module registers its
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Dict, List, Type
+from typing import Any, Callable, Dict, List, Type
 
-__all__ = ['register_pos_encoding', 'create_pos_encoding', 'list_pos_encodings']
+from .extrapolation import STRATEGIES
+
+__all__ = ['register_pos_encoding', 'create_pos_encoding', 'list_pos_encodings', 'get_pos_encoding_class',
+           'pos_encoding_name']
 
 _REGISTRY: Dict[str, Type] = {}
 
@@ -24,10 +27,34 @@ def register_pos_encoding(name: str) -> Callable[[Type], Type]:
 
 
 def list_pos_encodings() -> List[str]:
+    """Every registered encoding name, sorted."""
     return sorted(_REGISTRY)
 
 
+def get_pos_encoding_class(kind: str) -> Type:
+    """The class registered as ``kind`` (its ``family`` and ``adaptation`` describe it without building it).
+
+    Raises:
+        ValueError: ``kind`` is not registered, naming the registered ones.
+    """
+    if kind not in _REGISTRY:
+        raise ValueError(f'unknown position encoding {kind!r}; choose one of {list_pos_encodings()}')
+    return _REGISTRY[kind]
+
+
+def pos_encoding_name(encoding: Any) -> str:
+    """The name an encoding class (or an instance's class) is registered under; its class name when unregistered."""
+    cls = encoding if isinstance(encoding, type) else type(encoding)
+    return next((k for k, v in _REGISTRY.items() if v is cls), cls.__name__)
+
+
 GEOMETRY_KEYS = ('dim', 'num_heads', 'depth', 'grid_size', 'num_prefix_tokens', 'num_class_tokens')
+
+
+def _takes_strategies(cls: Type) -> bool:
+    """Whether an encoding class takes extrapolation strategies (its ``extrapolation_strategies``, see
+    ``PosEncoding.supported_extrapolations``; the constructors of those that do have an ``extrapolation`` option)."""
+    return tuple(getattr(cls, 'extrapolation_strategies', ('none',))) != ('none',)
 
 
 def _refuse_extrapolation(kind: str, cls: Type, pe_kwargs: dict) -> None:
@@ -37,10 +64,9 @@ def _refuse_extrapolation(kind: str, cls: Type, pe_kwargs: dict) -> None:
     if strategy in (None, 'none'):
         pe_kwargs.pop('extrapolation')
         return
-    from .extrapolation import STRATEGIES
     if strategy not in STRATEGIES:
         raise ValueError(f'unknown extrapolation strategy {strategy!r}; choose one of {STRATEGIES}')
-    takers = [n for n, c in sorted(_REGISTRY.items()) if 'extrapolation' in inspect.signature(c.__init__).parameters]
+    takers = [n for n, c in sorted(_REGISTRY.items()) if _takes_strategies(c)]
     raise ValueError(f'extrapolation {strategy!r} does not apply to the {kind!r} encoding '
                      f'({getattr(cls, "family", kind)}), which adapts to a new grid by: '
                      f'{getattr(cls, "adaptation", "?")}; extrapolation strategies apply to {takers}')
@@ -59,16 +85,14 @@ def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None
     Raises:
         ValueError: ``kind`` is not registered, or ``pe_kwargs`` has an option the encoding does not know.
     """
-    if kind not in _REGISTRY:
-        raise ValueError(f'unknown position encoding {kind!r}; choose one of {list_pos_encodings()}')
+    cls = get_pos_encoding_class(kind)
     if pe_kwargs is not None and not isinstance(pe_kwargs, dict):
         raise ValueError(f'pe_kwargs must be a dict of options, got {type(pe_kwargs).__name__}: {pe_kwargs!r}')
     pe_kwargs = dict(pe_kwargs or {})
-    cls = _REGISTRY[kind]
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     geometry = {k: v for k, v in geometry.items() if takes_any or k in params}
-    if 'extrapolation' in pe_kwargs and not takes_any and 'extrapolation' not in params:
+    if 'extrapolation' in pe_kwargs and not _takes_strategies(cls):
         _refuse_extrapolation(kind, cls, pe_kwargs)  # 'none' is dropped: it is every encoding's behaviour
     unknown = [k for k in pe_kwargs if not takes_any and k not in params]
     if unknown:

@@ -11,7 +11,7 @@ Every rotation goes through the one kernel (``zoo.encodings.rotation.apply_rope`
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -119,7 +119,7 @@ class RoPEAxial(PosEncoding):
         self.depth = depth
         self.theta = float(theta)
         self.num_bands = head_dim // 4
-        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, encoding='rope_axial')
+        self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'rope_axial')
         self._cache = TableCache()
 
     @property
@@ -208,7 +208,7 @@ class RoPEMixed(PosEncoding):
         head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
         self.theta = float(theta)
         self.video = grid_size is not None and len(parse_grid_size('rope_mixed', grid_size)) == 3
-        self.extrapolation = Extrapolation.parse(extrapolation, grid_size, encoding='rope_mixed')
+        self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'rope_mixed')
         if self.video:
             self.adaptation = ('RoPE extrapolated on integer tubelet / patch positions (learned x, y, t '
                                'frequencies)')
@@ -264,6 +264,15 @@ class RoPEMixed(PosEncoding):
             terms = self._cache.get(lambda: (grid, npt, device, param_key([self.freqs]), self.extrapolation.key()),
                                     lambda: self._terms(grid, npt, device))
         return terms if not pos.is_subset else [t.select(pos) for t in terms]
+
+    def map_checkpoint(self, layout: str, state_dict: Dict[str, torch.Tensor],
+                       prefix: str = '') -> Dict[str, torch.Tensor]:
+        """timm Eva (``vit_*_patch16_rope_mixed[_ape]_224``): ``rope.freqs`` -> ``freqs`` (same layout: x then y,
+        per block and head); the optional APE takes ``pos_embed``. See :meth:`PosEncoding.map_checkpoint`."""
+        out = super().map_checkpoint(layout, state_dict, prefix)
+        if layout == 'timm_eva' and 'rope.freqs' in state_dict:
+            out[prefix + 'freqs'] = state_dict.pop('rope.freqs')
+        return out
 
     def reset_parameters(self) -> None:
         """Random directions per head (timm ``init_random_2d_freqs``, or :func:`init_random_3d_freqs` for videos);
@@ -361,9 +370,9 @@ class RoPE3D(PosEncoding):
                  angle_dtype: str = 'float32', grid_size: Optional[Tuple[int, ...]] = None,
                  extrapolation: Any = 'none'):
         super().__init__()
-        self.extrapolation = Extrapolation.parse(
+        self._extrapolation = Extrapolation.parse(
             extrapolation, as_thw(parse_grid_size('rope3d', grid_size)) if grid_size is not None else None,
-            encoding='rope3d')
+            self.extrapolation_strategies, 'rope3d')
         if dim % num_heads:
             raise ValueError(f'rope3d: dim {dim} is not divisible by num_heads {num_heads}')
         head_dim = dim // num_heads

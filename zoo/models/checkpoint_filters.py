@@ -1,14 +1,16 @@
-"""Checkpoint filters: convert upstream state dicts into the zoo ViT layout, then check keys and shapes.
+"""Checkpoint filters: detect a state dict's source layout, convert it into the zoo ViT layout, check keys and shapes.
 
-Sources (one converter each; the layout is detected from the keys):
+Sources (the layout is detected from the keys; the backbone's names are renamed here, and the position encoding's own
+tensors are handed to the encoding's hook ``model.pe.map_checkpoint(layout, ...)``, which knows where they sit in
+each layout and resamples its learned tables, see :data:`zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`):
 
-* timm ``VisionTransformer`` (``vit_*_patch16_224``): learned APE ``pos_embed`` -> ``pe.pos_embed``.
-* timm ``Eva`` RoPE models (``vit_*_patch16_rope[_mixed][_ape]_224``): ``rope.freqs`` -> ``pe.freqs``, ``pos_embed``
-  -> ``pe.ape.pos_embed``; LayerScale ``gamma_1/2`` -> ``ls1/ls2.gamma``, or folded exactly into ``attn.proj`` /
-  ``mlp.fc2`` when the target model has no LayerScale.
-* official DeiT-iRPE (``blocks.N.attn.rpe_*``): ``zoo.models.convert_irpe``.
+* timm ``VisionTransformer`` (``vit_*_patch16_224``): backbone names as the zoo's.
+* timm ``Eva`` RoPE models (``vit_*_patch16_rope[_mixed][_ape]_224``): ``q_bias`` / ``v_bias`` -> ``qkv.bias``;
+  LayerScale ``gamma_1/2`` -> ``ls1/ls2.gamma``, or folded exactly into ``attn.proj`` / ``mlp.fc2`` when the target
+  model has no LayerScale.
+* official DeiT-iRPE (``blocks.N.attn.rpe_*``): DeiT's backbone names as the zoo's (``zoo.models.convert_irpe``).
 * official ComRoPE, HF CLIP layout (``vision_model.*``): ``zoo.models.convert_comrope``.
-* the zoo's own layout (``pe.*``) passes through unchanged.
+* the zoo's own layout (``pe.*``) passes through (learned tables resampled to the model's grid).
 
 Video models (``pe_video_vit_*``) use :func:`video_checkpoint_filter_fn`: the V-JEPA 2 encoder layout (its
 ``target_encoder`` / ``encoder`` wrappers and ``module.`` / ``backbone.`` prefixes removed) and the zoo's own video
@@ -18,23 +20,23 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, Optional
 
 import torch
 from torch import nn
-from timm.layers import resample_abs_pos_embed
+
+from zoo.encodings import CheckpointMismatchError, Positions
+from .convert_comrope import filter_hf_clip_comrope
 
 __all__ = ['checkpoint_filter_fn', 'video_checkpoint_filter_fn', 'unwrap_state_dict', 'check_state_dict',
-           'CheckpointMismatchError']
+           'detect_layout', 'convert_state_dict', 'CheckpointMismatchError']
 
 _logger = logging.getLogger(__name__)
 
 # Classifier keys: timm's load_pretrained drops them itself when num_classes differs.
 _CLASSIFIER_KEYS = ('head.weight', 'head.bias')
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint whose keys or shapes do not match the model; the message lists every difference."""
+# How a layout is named in messages (default: 'checkpoint (<layout> layout)').
+_SOURCE_NAMES = {'deit_irpe': 'DeiT-iRPE checkpoint'}
 
 
 def unwrap_state_dict(checkpoint: Dict) -> Dict[str, torch.Tensor]:
@@ -86,37 +88,12 @@ def check_state_dict(state_dict: Dict[str, torch.Tensor], model: nn.Module, sour
         raise CheckpointMismatchError('\n'.join(parts))
 
 
-def _resample_ape(table: torch.Tensor, target: torch.Tensor, model: nn.Module) -> torch.Tensor:
-    """Resample a learned APE ``(1, P + N, C)`` to the target table's grid, keeping P prefix entries."""
-    if table.shape == target.shape or table.ndim != 3 or table.shape[-1] != target.shape[-1]:
-        return table
-    gh, gw = model.patch_embed.grid_size
-    num_prefix = target.shape[1] - gh * gw
-    old_n = table.shape[1] - num_prefix
-    old = int(math.isqrt(old_n)) if old_n > 0 else 0
-    if num_prefix < 0 or old * old != old_n:
-        return table  # leave it for check_state_dict to report
-    return resample_abs_pos_embed(table, new_size=[gh, gw], old_size=[old, old], num_prefix_tokens=num_prefix)
-
-
-def _convert_timm_vit(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
-    out = {}
-    for k, v in sd.items():
-        if k == 'pos_embed':
-            k = 'pe.pos_embed'
-        out[k] = v
-    return out
-
-
 def _convert_timm_eva(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+    """timm Eva backbone names -> the zoo's (the encoding's tensors were taken out before)."""
     target = model.state_dict()
     out = {}
     for k, v in sd.items():
-        if k == 'rope.freqs':
-            out['pe.freqs'] = v
-        elif k == 'pos_embed':
-            out['pe.ape.pos_embed'] = v
-        elif k.endswith('.attn.q_bias'):
+        if k.endswith('.attn.q_bias'):
             prefix = k[:-len('q_bias')]
             k_bias = sd.get(prefix + 'k_bias', torch.zeros_like(v))
             out[prefix + 'qkv.bias'] = torch.cat([v, k_bias, sd[prefix + 'v_bias']])
@@ -141,25 +118,47 @@ def _convert_timm_eva(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str
     return out
 
 
-def _detect_layout(sd: Dict[str, torch.Tensor]) -> str:
-    keys = list(sd)
+def detect_layout(state_dict: Dict[str, torch.Tensor]) -> str:
+    """The source layout of an (unwrapped) image state dict, from its keys: ``'comrope_hf_clip'``, ``'deit_irpe'``,
+    ``'zoo'``, ``'timm_eva'`` or ``'timm_vit'`` (:data:`zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`)."""
+    keys = list(state_dict)
     if any(k.startswith('vision_model.') for k in keys):
         return 'comrope_hf_clip'
     if any('.attn.rpe_' in k or '.attn.rp_rows' in k or '.attn.rp_cols' in k for k in keys):
         return 'deit_irpe'
     if any(k.startswith('pe.') for k in keys):
         return 'zoo'
-    if 'rope.freqs' in sd or any(k.endswith(('.gamma_1', '.attn.q_bias')) for k in keys):
+    if 'rope.freqs' in state_dict or any(k.endswith(('.gamma_1', '.attn.q_bias')) for k in keys):
         return 'timm_eva'
     return 'timm_vit'
 
 
-def checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tensor]:
+def convert_state_dict(state_dict: Dict[str, torch.Tensor], model: nn.Module, layout: str) -> Dict[str, torch.Tensor]:
+    """An (unwrapped) state dict of ``layout`` in the zoo layout of ``model``, not yet checked: the backbone's names
+    renamed here, the encoding's tensors mapped by ``model.pe.map_checkpoint(layout, ...)`` (learned 2D tables
+    resampled to the model's grid).
+
+    Raises:
+        CheckpointMismatchError / ValueError: what the layout's converter or the encoding's hook raise (tensors that
+            cannot fit, keys a converter does not know).
+    """
+    if layout == 'comrope_hf_clip':
+        return filter_hf_clip_comrope(state_dict, model)
+    sd = dict(state_dict)
+    pe = model.pe.map_checkpoint(layout, sd, prefix='pe.')
+    if layout == 'timm_eva':
+        sd = _convert_timm_eva(sd, model)
+    sd.update(pe)
+    return sd
+
+
+def checkpoint_filter_fn(state_dict: Dict, model: nn.Module, layout: Optional[str] = None) -> Dict[str, torch.Tensor]:
     """Convert any supported upstream layout to the zoo layout and verify it (timm ``pretrained_filter_fn``).
 
     Args:
         state_dict: a state dict or a wrapper dict holding one under ``'model'`` / ``'state_dict'``.
         model: the target :class:`~zoo.models.vit.PEVisionTransformer`.
+        layout: the source layout; detected from the keys when ``None`` (:func:`detect_layout`).
 
     Returns:
         A state dict ready for ``model.load_state_dict(strict=True)``.
@@ -168,24 +167,9 @@ def checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.
         CheckpointMismatchError (a ValueError): missing, unexpected or mis-shaped keys, all listed.
     """
     sd = unwrap_state_dict(state_dict)
-    layout = _detect_layout(sd)
-    if layout == 'comrope_hf_clip':
-        from .convert_comrope import filter_hf_clip_comrope
-        out = filter_hf_clip_comrope(sd, model)
-    elif layout == 'deit_irpe':
-        from .convert_irpe import filter_deit_irpe
-        out = filter_deit_irpe(sd, model)
-    elif layout == 'timm_eva':
-        out = _convert_timm_eva(sd, model)
-    elif layout == 'timm_vit':
-        out = _convert_timm_vit(sd, model)
-    else:
-        out = dict(sd)
-    target = model.state_dict()
-    for k in list(out):
-        if k.endswith('pos_embed') and k in target:
-            out[k] = _resample_ape(out[k], target[k], model)
-    check_state_dict(out, model, source=f'checkpoint ({layout} layout)')
+    layout = detect_layout(sd) if layout is None else layout
+    out = convert_state_dict(sd, model, layout)
+    check_state_dict(out, model, source=_SOURCE_NAMES.get(layout, f'checkpoint ({layout} layout)'))
     return out
 
 
@@ -207,15 +191,10 @@ def _unwrap_video(checkpoint: Dict) -> Dict[str, torch.Tensor]:
     return checkpoint
 
 
-def _video_pos_embed(table: torch.Tensor, model: nn.Module, target: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Place a top-level ``pos_embed`` (V-JEPA's fixed 3D sin-cos table when ``use_rope=False``, or a learned one).
-
-    Into ``pe.pos_embed`` when the model has one of that shape; else it must equal the table the model's own
-    encoding adds (a fixed table is rebuilt, not loaded), checked on the model's default grid.
-    """
-    if 'pe.pos_embed' in target and tuple(target['pe.pos_embed'].shape) == tuple(table.shape):
-        return {'pe.pos_embed': table}
-    from zoo.encodings import Positions
+def _check_own_table(table: torch.Tensor, model: nn.Module) -> None:
+    """A top-level ``pos_embed`` that no encoding tensor took (V-JEPA's fixed 3D sin-cos table when
+    ``use_rope=False``) must equal the table the model's own encoding adds, checked on the model's default grid (a
+    fixed table is rebuilt, not loaded)."""
     grid = tuple(model.patch_embed.grid_size)
     zeros = torch.zeros(1, model.num_prefix_tokens + math.prod(grid), table.shape[-1])
     with torch.no_grad():
@@ -229,7 +208,6 @@ def _video_pos_embed(table: torch.Tensor, model: nn.Module, target: Dict[str, to
             f'trained with (V-JEPA without RoPE: pe=\'sincos3d\'; a learned table: pe=\'ape\') and its '
             f'num_frames / img_size')
     _logger.info('checkpoint pos_embed equals the %r table the model builds itself; not loaded', model.pe_name)
-    return {}
 
 
 def video_checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tensor]:
@@ -267,8 +245,10 @@ def video_checkpoint_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, 
         raise CheckpointMismatchError(f'patch_embed.proj.weight has shape {tuple(proj.shape)}; a video checkpoint '
                                       f'has a Conv3d weight (C, in_chans, tubelet, p, p)')
     layout = 'zoo video' if any(k.startswith('pe.') for k in sd) else 'V-JEPA 2 encoder'
-    if 'pos_embed' in sd:
-        sd.update(_video_pos_embed(sd.pop('pos_embed'), model, target))
+    if 'pos_embed' in sd:  # a learned table goes to the encoding; a fixed one must be the encoding's own
+        sd.update(model.pe.map_checkpoint('vjepa2', sd, prefix='pe.'))
+        if 'pos_embed' in sd:
+            _check_own_table(sd.pop('pos_embed'), model)
     missing_head = [k for k in _CLASSIFIER_KEYS if k in target and k not in sd]
     if missing_head and layout == 'V-JEPA 2 encoder':
         _logger.info('the encoder checkpoint has no classifier; %s keep their initialisation', ', '.join(missing_head))

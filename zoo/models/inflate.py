@@ -2,21 +2,12 @@
 
 The I3D recipe ("Quo Vadis, Action Recognition?", Carreira & Zisserman, arXiv:1705.07750) as ViViT and VideoMAE
 fine-tuning use it: the patch embedding is spread over the tubelet, everything shared by the two models (blocks,
-norms, LayerScale, the PE's per-layer tables) is copied, and each PE's tables are extended to the time axis as that
-PE defines it:
+norms, LayerScale) is copied, and each parameter of the position encoding is extended to the time axis as that
+encoding defines it. This module knows no encoding: it hands every ``pe.*`` tensor to the video model's encoding
+(:meth:`zoo.encodings.PosEncoding.inflate_param`; the rules of each encoding are listed in
+``docs/video_encodings.md``, "Inflating an image checkpoint").
 
-* ``ape``: the 2D table (resampled bicubically if the frame grid differs) is repeated over the ``T'`` tubelets;
-* ``st_ape``: the spatial table is the 2D one, the time table starts at zero (TimeSformer's initialisation);
-* ``peg``: the ``k x k`` depthwise kernel becomes the middle time slice of a ``k x k x k`` kernel (zeros elsewhere);
-* parameters whose time part comes last along one axis (``rope_mixed`` frequencies, Fourier ``W_r``, ComRoPE-LD
-  multipliers, LieRE generators, see each encoding's docstring): the 2D values are kept and the time part is zero;
-* ``irpe`` (``product`` buckets): the image buckets are the ``dt = 0`` slice of the video's ``(dt, dr, dc)`` buckets;
-  every ``dt`` slice starts as the image table (time-agnostic at first), the class bucket is kept when both have one;
-* ComRoPE-AP keeps its generators (same shape), but its blocks cycle over (row, col, t) instead of (row, col), so a
-  third of them change axis: an approximate start, not an exact one;
-* fixed tables (``sincos`` / ``sincos1d`` / ``sincos3d``, ``rope3d``) and ``nope`` have nothing to inflate.
-
-Inflated this way, a model with a zero time part (all but ComRoPE-AP and the fixed tables) and
+Inflated this way, a model whose encoding starts with a zero time part (all but ComRoPE-AP and the fixed tables) and
 ``patch_embed='average'`` maps a static clip (one image repeated) to exactly the image model's output when both have
 no prefix tokens and pool by mean: every frame gets the image tokens, and attention over ``T'`` identical copies of the
 keys gives the image attention (a class token would see its own key once but each patch key ``T'`` times).
@@ -24,18 +15,19 @@ keys gives the image attention (a class token would see its own key once but eac
 from __future__ import annotations
 
 import logging
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import torch
 from torch import nn
-from timm.layers import resample_abs_pos_embed, resample_patch_embed
+from timm.layers import resample_patch_embed
 
-from .checkpoint_filters import (CheckpointMismatchError, _convert_timm_eva, _convert_timm_vit, _detect_layout,
-                                 check_state_dict, unwrap_state_dict)
+from .checkpoint_filters import (CheckpointMismatchError, check_state_dict, convert_state_dict, detect_layout,
+                                 unwrap_state_dict)
 
 __all__ = ['inflate_2d_to_3d']
 
 _logger = logging.getLogger(__name__)
+_PE = 'pe.'  # the video model's position encoding: its parameters are inflated by the encoding itself
 
 
 def _inflate_patch_embed(w: torch.Tensor, target: torch.Tensor, mode: str) -> torch.Tensor:
@@ -48,59 +40,6 @@ def _inflate_patch_embed(w: torch.Tensor, target: torch.Tensor, mode: str) -> to
         return (w / t).unsqueeze(2).expand(-1, -1, t, -1, -1).contiguous().to(target.dtype)
     out = torch.zeros_like(target)
     out[:, :, t // 2] = w
-    return out
-
-
-def _spatial_table(table: torch.Tensor, src_grid: Tuple[int, int], dst_grid: Tuple[int, int]) -> torch.Tensor:
-    """Patch rows ``(1, H*W, C)`` resampled to ``dst_grid`` (bicubic, timm)."""
-    if tuple(src_grid) == tuple(dst_grid):
-        return table
-    return resample_abs_pos_embed(table, new_size=list(dst_grid), old_size=list(src_grid), num_prefix_tokens=0)
-
-
-def _src_prefix(key: str, table: torch.Tensor, src_grid: Tuple[int, int]) -> int:
-    extra = table.shape[1] - src_grid[0] * src_grid[1]
-    if extra < 0 or extra > 16:
-        raise CheckpointMismatchError(
-            f'{key} {tuple(table.shape)} does not hold a {src_grid[0]}x{src_grid[1]} patch table; pass '
-            f'image_grid=(H, W), the patch grid the image model was trained on')
-    return extra
-
-
-def _extend_last(src: torch.Tensor, target: torch.Tensor) -> Optional[torch.Tensor]:
-    """``src`` zero-padded along the single axis where it is shorter than ``target`` (time parameters come last), or
-    ``None`` when the shapes differ otherwise."""
-    if src.ndim != target.ndim:
-        return None
-    diff = [d for d in range(src.ndim) if src.shape[d] != target.shape[d]]
-    if len(diff) != 1 or src.shape[diff[0]] > target.shape[diff[0]]:
-        return None
-    out = torch.zeros_like(target)
-    out.narrow(diff[0], 0, src.shape[diff[0]]).copy_(src)
-    return out
-
-
-def _inflate_irpe(key: str, src: torch.Tensor, target: torch.Tensor, model: nn.Module) -> Optional[torch.Tensor]:
-    """An iRPE ``product`` lookup table with ``k^2`` (+ class) buckets -> ``k^3`` (+ class): the image table in every
-    ``dt`` slice (time the most significant digit of the bucket id). ``None`` for other keys or methods."""
-    pe = getattr(model, 'pe', None)
-    if 'lookup_table' not in key or getattr(pe, 'method', None) != 'product' or src.ndim != target.ndim:
-        return None
-    diff = [d for d in range(src.ndim) if src.shape[d] != target.shape[d]]
-    if len(diff) != 1:
-        return None
-    ax = diff[0]
-    from zoo.encodings.irpe import irpe_coefficients
-    k = 2 * int(irpe_coefficients(pe.ratio)[1]) + 1
-    src_skip, dst_skip = src.shape[ax] - k * k, target.shape[ax] - k ** 3
-    if src_skip not in (0, 1) or dst_skip not in (0, 1):
-        return None
-    out = torch.zeros_like(target)
-    plane = src.narrow(ax, 0, k * k)
-    for dt in range(k):
-        out.narrow(ax, dt * k * k, k * k).copy_(plane)
-    if src_skip and dst_skip:
-        out.narrow(ax, k ** 3, 1).copy_(src.narrow(ax, k * k, 1))
     return out
 
 
@@ -130,11 +69,9 @@ def inflate_2d_to_3d(image_state_dict: Dict, video_model: nn.Module, patch_embed
     if patch_embed not in ('average', 'center'):
         raise ValueError(f"patch_embed must be 'average' or 'center', got {patch_embed!r}")
     sd = unwrap_state_dict(image_state_dict)
-    layout = _detect_layout(sd)
-    if layout == 'timm_vit':
-        sd = _convert_timm_vit(sd, video_model)
-    elif layout == 'timm_eva':
-        sd = _convert_timm_eva(sd, video_model)
+    layout = detect_layout(sd)
+    if layout in ('timm_vit', 'timm_eva'):
+        sd = convert_state_dict(sd, video_model, layout)
     elif layout != 'zoo':
         raise CheckpointMismatchError(f'{layout} checkpoints are converted for image models: load it into the '
                                       f'matching pe_vit_* model first, then inflate that model\'s state_dict()')
@@ -145,7 +82,8 @@ def inflate_2d_to_3d(image_state_dict: Dict, video_model: nn.Module, patch_embed
                                       f'one has {what}. A video checkpoint loads with pretrained_cfg_overlay='
                                       f'dict(file=...) or video_checkpoint_filter_fn')
     target = video_model.state_dict()
-    t_grid, h_grid, w_grid = video_model.patch_embed.grid_size
+    pe = video_model.pe
+    _, h_grid, w_grid = video_model.patch_embed.grid_size
     src_grid = tuple(int(v) for v in (image_grid or (h_grid, w_grid)))
     out: Dict[str, torch.Tensor] = {}
     skipped = []
@@ -163,34 +101,31 @@ def inflate_2d_to_3d(image_state_dict: Dict, video_model: nn.Module, patch_embed
         tv = target[k]
         if k == 'patch_embed.proj.weight':
             out[k] = _inflate_patch_embed(v, tv, patch_embed)
-        elif tuple(v.shape) == tuple(tv.shape) and not k.endswith('pos_embed'):
-            out[k] = v
-        elif k.endswith('pos_embed'):
-            per_frame = k[:-len('pos_embed')] + 'time_embed' in target
-            out[k] = _inflate_table(k, v, tv, src_grid, (t_grid, h_grid, w_grid), per_frame)
-        elif v.ndim == 4 and tv.ndim == 5 and tv.shape[2] == tv.shape[3] == tv.shape[4] and \
-                tuple(v.shape) == (tv.shape[0], tv.shape[1], tv.shape[3], tv.shape[4]):
-            t = tv.shape[2]  # a k x k conv (PEG) -> the middle time slice of k x k x k
-            w3 = torch.zeros_like(tv)
-            w3[:, :, t // 2] = v
-            out[k] = w3
+            continue
+        if k.startswith(_PE):
+            ext = pe.inflate_param(k[len(_PE):], v, tv, src_grid, _PE)
+        elif tuple(v.shape) == tuple(tv.shape):
+            ext = v
         elif k in ('head.weight', 'head.bias'):
             _logger.info('inflate: %s %s vs %s: the classifier keeps the video model\'s initialisation', k,
                          tuple(v.shape), tuple(tv.shape))
-            out[k] = tv
+            ext = tv
         else:
-            ext = _inflate_irpe(k, v, tv, video_model)
-            ext = _extend_last(v, tv) if ext is None else ext
-            if ext is None:
-                raise CheckpointMismatchError(
-                    f'inflate_2d_to_3d: {k} has shape {tuple(v.shape)} in the image checkpoint and {tuple(tv.shape)} '
-                    f'in the video model ({getattr(video_model, "pe_name", "?")!r}); they are not related by '
-                    f'appending a time part. Build the video model with the image model\'s encoding, width and depth')
-            out[k] = ext
+            ext = None
+        if ext is None:
+            raise CheckpointMismatchError(
+                f'inflate_2d_to_3d: {k} has shape {tuple(v.shape)} in the image checkpoint and {tuple(tv.shape)} '
+                f'in the video model ({getattr(video_model, "pe_name", "?")!r}); they are not related by '
+                f'appending a time part. Build the video model with the image model\'s encoding, width and depth')
+        out[k] = ext
     for k, tv in target.items():
-        if k not in out and k.endswith('time_embed'):
-            out[k] = torch.zeros_like(tv)  # TimeSformer initialises its time table at zero
-        elif k in ('head.weight', 'head.bias') and k not in out:
+        if k in out:
+            continue
+        if k.startswith(_PE):  # a video parameter the image has none of (TimeSformer's time table: zeros)
+            ext = pe.inflate_param(k[len(_PE):], None, tv, src_grid, _PE)
+            if ext is not None:
+                out[k] = ext
+        elif k in ('head.weight', 'head.bias'):
             out[k] = tv
     if skipped:
         extra = [k for k in skipped if not k.startswith('head.')]
@@ -200,19 +135,3 @@ def inflate_2d_to_3d(image_state_dict: Dict, video_model: nn.Module, patch_embed
                                           f'with the image model\'s encoding, width and depth')
     check_state_dict(out, video_model, source='inflated image checkpoint')
     return out
-
-
-def _inflate_table(key: str, table: torch.Tensor, target: torch.Tensor, src_grid: Tuple[int, int],
-                   grid: Tuple[int, int, int], per_frame: bool) -> torch.Tensor:
-    """A learned 2D position table ``(1, P + H*W, C)`` for the video table ``target``: the per-frame table of a
-    space + time embedding (``per_frame``, ``st_ape``), else repeated over the ``T'`` tubelets of one
-    ``(1, [P +] T'*H'*W', C)`` table. The video table keeps the first of the image's prefix rows it has room for."""
-    t, h, w = grid
-    src_p = _src_prefix(key, table, src_grid)
-    patches = _spatial_table(table[:, src_p:], src_grid, (h, w))
-    dst_p = target.shape[1] - (h * w if per_frame else t * h * w)
-    if not 0 <= dst_p <= src_p:
-        raise CheckpointMismatchError(f'inflate_2d_to_3d: {key} {tuple(table.shape)} ({src_p} prefix rows) cannot '
-                                      f'fill the video table {tuple(target.shape)} (grid {grid})')
-    out = torch.cat([table[:, :dst_p], patches if per_frame else patches.repeat(1, t, 1)], dim=1)
-    return out.to(target.dtype)

@@ -8,7 +8,8 @@ cos are float32; rotated tensors keep their dtype.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+import random
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -18,7 +19,7 @@ from ..extrapolation import STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
 from ..rotation import rope_frequencies, rope_sin_cos
-from .ids import decode_position_ids
+from .ids import decode_position_ids, get_position_ids
 from .schemes import IMAGE, VIDEO, Block, get_scheme
 
 __all__ = ['axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
@@ -236,10 +237,18 @@ class MultimodalRoPE(PosEncoding):
         mrope_section: the scheme's ``[t, h, w]`` split (pairs, or key heads for ``mhrope``); published split scaled
             when ``None``.
         head_dim: per-head width when it is not ``dim // num_heads``.
-        scheme_options: scheme options used when ids are derived from a grid (e.g. ``{'gamma': 1.0}``).
+        scheme_options: the scheme's evaluation options (e.g. ``{'gamma': 1.0}``), used by :meth:`position_ids` and
+            when ids are derived from a grid; training draws its own per sample (:meth:`draw_training_options`).
         extrapolation: ``'none'`` or a dict ``{'strategy': 'pi' | 'ntk' | 'yarn', 'train_grid': (...)}`` whose
             ``train_grid`` is the span of position ids per id axis seen in training (scheme axis order, e.g.
             ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`.
+
+    Attributes:
+        spec: the :class:`~zoo.encodings.multimodal.schemes.Scheme` object, resolved once here; the encoding owns it,
+            so a model asks the encoding for ids (:meth:`position_ids`, :meth:`draw_training_options`,
+            :meth:`decode_position_ids`) instead of resolving the scheme by name again.
+        scheme: the scheme name as given.
+        scheme_options: the evaluation options.
 
     Raises:
         ValueError: unknown scheme or option, odd ``head_dim``, a section that does not fit the geometry,
@@ -255,7 +264,7 @@ class MultimodalRoPE(PosEncoding):
                  head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None,
                  extrapolation: Any = 'none'):
         super().__init__()
-        self.extrapolation = Extrapolation.parse(extrapolation, None, encoding='multimodal_rope')
+        self._extrapolation = Extrapolation.parse(extrapolation, None, self.extrapolation_strategies, 'multimodal_rope')
         self.spec = get_scheme(scheme)
         self.scheme = scheme
         self.scheme_options: Dict[str, Any] = dict(scheme_options or {})
@@ -277,6 +286,59 @@ class MultimodalRoPE(PosEncoding):
 
     def extra_repr(self) -> str:
         return f'scheme={self.scheme!r}, theta={self.theta:g}, head_dim={self.head_dim}, axes={tuple(self.axes.shape)}'
+
+    # ----------------------------------------------------------------------------------------- position ids
+    def position_ids(self, input_ids: torch.Tensor, image_grid_thw: Optional[torch.Tensor] = None,
+                     video_grid_thw: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
+                     second_per_grid_ts: Optional[Union[torch.Tensor, Sequence[float]]] = None,
+                     scheme_options: Optional[Mapping[str, Any]] = None,
+                     **token_kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Position ids of a token batch under this encoding's scheme (:func:`get_position_ids` with :attr:`spec`).
+
+        Args:
+            input_ids: ``(B, L)`` integer token ids.
+            image_grid_thw, video_grid_thw: ``(N, 3)`` pre-merge grids, in batch order (see :func:`get_position_ids`).
+            attention_mask: ``(B, L)``, 0 for padding (values > 1 number packed documents).
+            second_per_grid_ts: seconds per temporal patch per video; used when the scheme's ids depend on them
+                (:meth:`Scheme.uses_seconds`, Qwen2.5-VL), ignored otherwise, so a model can always pass its clips'
+                timing.
+            scheme_options: the scheme's options for this call; :attr:`scheme_options` (evaluation) when ``None``.
+            **token_kwargs: the token conventions of :func:`get_position_ids` (``spatial_merge_size``,
+                ``image_token_id``, ``video_token_id``, ``vision_start_token_id``, ``mm_token_type_ids``,
+                ``cu_seqlens``).
+
+        Returns:
+            ``(position_ids (A, B, L), rope_deltas (B, 1))`` as :func:`get_position_ids`.
+
+        Raises:
+            ValueError: see :func:`get_position_ids` (grids that do not match the visual tokens, unknown options).
+        """
+        opts = dict(self.scheme_options if scheme_options is None else scheme_options)
+        secs = second_per_grid_ts if self.spec.uses_seconds(opts) else None
+        return get_position_ids(self.spec, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs,
+                                **token_kwargs, **opts)
+
+    def draw_training_options(self, batch_size: int,
+                              generator: Optional[random.Random] = None) -> Optional[List[Dict[str, Any]]]:
+        """Per-sample options a training step uses (V2PE's stride, HoPE's gamma, drawn by the scheme), each merged
+        into :attr:`scheme_options`; ``None`` when the scheme draws nothing (its evaluation options apply).
+
+        Args:
+            batch_size: rows of the batch.
+            generator: a ``random.Random``; by default one seeded from torch's CPU generator (one draw, also when
+                the scheme draws nothing), so ``torch.manual_seed`` makes training reproducible.
+
+        Returns:
+            One options dict per row for :meth:`position_ids`, or ``None``.
+        """
+        rng = generator if generator is not None else random.Random(int(torch.randint(0, 2 ** 62, (), device='cpu')))
+        drawn = [self.spec.training_options(rng) for _ in range(batch_size)]
+        return [dict(self.scheme_options, **d) for d in drawn] if any(drawn) else None
+
+    def decode_position_ids(self, rope_deltas: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        """Ids ``(A, B, n)`` of decoding steps, ``cache_position + rope_deltas`` on each of the scheme's ``A`` axes
+        (:func:`decode_position_ids`)."""
+        return decode_position_ids(rope_deltas, cache_position, self.spec.num_axes)
 
     def grid_position_ids(self, grid: Tuple[int, int, int], num_prefix_tokens: int = 0) -> torch.Tensor:
         """Ids ``(A, 1, num_prefix_tokens + T*H*W)`` (int64, float64 for float schemes) of a patch grid: prefix tokens

@@ -174,7 +174,7 @@ def _as_float_list(second_per_grid_ts) -> Optional[List[float]]:
 
 
 def get_position_ids(
-    scheme: str,
+    scheme: Union[str, Scheme],
     input_ids: torch.Tensor,
     image_grid_thw: Optional[torch.Tensor] = None,
     video_grid_thw: Optional[torch.Tensor] = None,
@@ -198,7 +198,7 @@ def get_position_ids(
     without them each maximal run of visual tokens is one block (InternVL: pass ``image_token_id=<IMG_CONTEXT> id``).
 
     Args:
-        scheme: one of :func:`list_schemes`.
+        scheme: one of :func:`list_schemes`, or a :class:`Scheme` object.
         input_ids: ``(B, L)`` integer token ids.
         image_grid_thw: ``(num_images, 3)`` integer PRE-merge grids ``[t, h, w]`` in patches (the processor's
             output: ``h`` and ``w`` are ``spatial_merge_size`` times the LLM-side grid), in batch order.
@@ -404,7 +404,7 @@ def get_layout_position_ids(
     spec = get_scheme(scheme)
     opts = spec.options(scheme_kwargs)
     if style is None:
-        style = 'internvl' if (spec.name == 'v2pe' and any('num_tiles' in s for s in segments)) else spec.style
+        style = spec.layout_style(segments)
     spec.check_layout(opts, style)
     blocks, _ = layout_blocks(segments, style, markers, timestamp_tokens_per_frame)
     pos, nxt = _assemble(spec, opts, blocks)

@@ -34,7 +34,7 @@ import math
 import random
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -151,6 +151,21 @@ class Scheme:
         """Options drawn per sample in training (V2PE stride, HoPE gamma); empty for the other schemes."""
         return {}
 
+    def uses_seconds(self, opts: Mapping[str, Any]) -> bool:
+        """Whether video ids depend on ``second_per_grid_ts`` under options ``opts`` (defaults for the options
+        ``opts`` leaves out): Qwen2.5-VL's absolute time (``tokens_per_second``). False for the other schemes, which
+        ignore the clip timing (a caller passes it only when this is True)."""
+        return False
+
+    def layout_style(self, segments: Sequence[Mapping[str, Any]]) -> str:
+        """The prompt style of a layout (:func:`get_layout_position_ids` without ``style``): :attr:`style`."""
+        return self.style
+
+    def fit_kv_heads(self, num_kv_heads: int) -> int:
+        """The smallest key-head count ``>= num_kv_heads`` whose frequency allocation the scheme can make with its
+        published split: ``num_kv_heads`` itself unless the allocation is per key head (MHRoPE)."""
+        return num_kv_heads
+
     # -- ids ----------------------------------------------------------------------------------------------------
     def visual(self, opts: Mapping[str, Any], s, b: Block) -> torch.Tensor:
         """Positions ``(A, n)`` (int64, or float64 for float schemes) of visual block ``b`` that starts at the free
@@ -236,6 +251,9 @@ class MRoPE(Scheme):
                                  'fix: released Qwen2.5-VL checkpoints use 2')
         return opts
 
+    def uses_seconds(self, opts):
+        return opts.get('tokens_per_second', self.defaults['tokens_per_second']) is not None
+
     def check_seconds(self, opts, seconds):
         if seconds is not None and opts['tokens_per_second'] is None:
             raise ValueError(f'scheme {self.name!r} is Qwen2-VL M-RoPE (tau = frame index) and ignores '
@@ -286,6 +304,9 @@ class MRoPEInterleave(MRoPE):
     def check_seconds(self, opts, seconds):
         pass
 
+    def uses_seconds(self, opts):
+        return False
+
     def split_video_frames(self, opts):
         return bool(opts['split_video_frames'])
 
@@ -318,6 +339,11 @@ class MHRoPE(MRoPEInterleave):
     heads, scaled proportionally for other head counts. Query heads follow their key group (GQA)."""
     default_section = (2, 3, 3)
     per_head = True
+
+    def fit_kv_heads(self, num_kv_heads):
+        """A multiple of the published split's head count (8 for ``[2, 3, 3]``), at least ``num_kv_heads``."""
+        unit = sum(self.default_section)
+        return -(-num_kv_heads // unit) * unit
 
     def allocation(self, head_dim, num_kv_heads=1, mrope_section=None):
         half = _check_head_dim(head_dim)
@@ -373,6 +399,10 @@ class V2PE(Scheme):
 
     def training_options(self, rng):
         return {'stride': sample_v2pe_stride(rng)}
+
+    def layout_style(self, segments):
+        """``'internvl'`` (``<img> ... </img>``) when a segment has ``num_tiles`` (InternVL tiles), else ``'qwen2'``."""
+        return 'internvl' if any('num_tiles' in s for s in segments) else self.style
 
     def visual(self, opts, s, b):
         k = torch.arange(1, b.n + 1, dtype=torch.float64)
@@ -480,8 +510,11 @@ def list_schemes() -> List[str]:
     return sorted(_SCHEMES)
 
 
-def get_scheme(name: str) -> Scheme:
-    """The scheme object registered as ``name``. Raises ValueError naming the accepted names."""
+def get_scheme(name: Union[str, Scheme]) -> Scheme:
+    """The scheme object registered as ``name`` (a :class:`Scheme` is returned as it is). Raises ValueError naming
+    the accepted names."""
+    if isinstance(name, Scheme):
+        return name
     if not isinstance(name, str) or name not in _SCHEMES:
         raise ValueError(f'unknown multimodal RoPE scheme {name!r}; fix: use one of {list_schemes()}')
     return _SCHEMES[name]
