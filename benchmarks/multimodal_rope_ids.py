@@ -31,16 +31,16 @@ LAYOUT = [
     {'type': 'text', 'len': 64},
 ]
 
-CASES = [
-    ('rope1d', 'rope1d', {}, 'qwen2'),
-    ('M-RoPE (Qwen2-VL)', 'mrope', {}, 'qwen2'),
-    ('M-RoPE (Qwen2.5-VL, tps=2)', 'qwen2_5_vl', {}, 'qwen2'),
-    ('MRoPE-Interleave (Qwen3-VL)', 'mrope_interleave', {}, 'qwen3'),
-    ('MRoPE-Interleave, spatial_reset', 'mrope_interleave', {'spatial_reset': True}, 'qwen3'),
-    ('VRoPE', 'vrope', {}, 'qwen2'),
-    ('V2PE (stride 64)', 'v2pe', {'stride': 64}, 'qwen2'),
-    ('VideoRoPE (delta 2)', 'videorope', {}, 'qwen2'),
-    ('HoPE (gamma 1)', 'hope', {}, 'qwen2'),
+CASES = [  # (label, scheme, options); each scheme's own prompt style (Scheme.layout_style)
+    ('rope1d', 'rope1d', {}),
+    ('M-RoPE (Qwen2-VL)', 'mrope', {}),
+    ('M-RoPE (Qwen2.5-VL, tps=2)', 'qwen2_5_vl', {}),
+    ('MRoPE-Interleave (Qwen3-VL)', 'mrope_interleave', {}),
+    ('MRoPE-Interleave, spatial_reset', 'mrope_interleave', {'spatial_reset': True}),
+    ('VRoPE', 'vrope', {}),
+    ('V2PE (stride 64)', 'v2pe', {'stride': 64}),
+    ('VideoRoPE (delta 2)', 'videorope', {}),
+    ('HoPE (gamma 1)', 'hope', {}),
 ]
 
 DEMO_LAYOUT = [
@@ -110,9 +110,11 @@ def main(argv=None) -> None:
         return
     torch.set_num_threads(args.threads)
     rows = []
-    for label, scheme, kw, style in CASES:
+    for label, scheme, kw in CASES:
+        spec = mm.get_scheme(scheme)
+        style = spec.layout_style(LAYOUT)
         inp = mm.layout_to_inputs(LAYOUT, style=style)
-        extra = {'second_per_grid_ts': inp['second_per_grid_ts']} if scheme == 'qwen2_5_vl' else {}
+        extra = {'second_per_grid_ts': inp['second_per_grid_ts']} if spec.uses_seconds(kw) else {}
         ids = inp['input_ids']
 
         def from_ids():

@@ -34,8 +34,7 @@ from typing import Dict, List
 import torch
 
 from zoo.encodings import Positions
-from zoo.models.vlm import create_video_llm, vlm_schemes
-from zoo.models.vlm.model import _SCHEME_OVERRIDES
+from zoo.models.vlm import create_video_llm, video_llm_config, vlm_schemes
 
 QUESTION = 'Question: In which direction does the red square move? Options: (A) left (B) right (C) up (D) down'
 
@@ -78,7 +77,9 @@ def _models(schemes: List[str], device: torch.device, frame_size: int) -> Dict[s
 
 
 def _reference(scheme: str) -> str:
-    return 'rope1d@kv8' if _SCHEME_OVERRIDES.get(('tiny', scheme), {}).get('num_kv_heads') == 8 else 'rope1d'
+    """rope1d with the scheme's decoder geometry: the registered one, or 8 KV heads where the scheme needs them."""
+    kv = video_llm_config(f'pe_vlm_tiny_{scheme}')['num_kv_heads']
+    return 'rope1d' if kv == video_llm_config('pe_vlm_tiny_rope1d')['num_kv_heads'] else 'rope1d@kv8'
 
 
 @torch.no_grad()

@@ -82,6 +82,32 @@ def test_registered_defaults_keep_published_splits():
     assert m.decoder.pe.axes.shape == (1, 16)
 
 
+def test_the_decoder_encoding_owns_the_scheme(monkeypatch):
+    """The model asks ``decoder.pe`` for ids, training draws and decode positions: a forward (train and eval) and
+    generate resolve no scheme by name; a per-head scheme's KV heads come from the scheme (``video_llm_config``)."""
+    from zoo.encodings.multimodal import encoding, ids, schemes
+    from zoo.models.vlm import video_llm_config
+    m = tiny('hope')
+    prompts, clips = two_prompts(m, answers=('a', 'b'))
+    b = m.collate(prompts, 'left')
+    names = []
+
+    def get_scheme(name):
+        names.append(name) if isinstance(name, str) else None
+        return schemes.get_scheme(name)
+    for module in (ids, encoding):
+        monkeypatch.setattr(module, 'get_scheme', get_scheme)
+    kw = dict(videos=clips, video_grid_thw=b['video_grid_thw'], second_per_grid_ts=b['second_per_grid_ts'])
+    m.train()(b['input_ids'], b['attention_mask'], labels=b['labels'], **kw)
+    m.eval()(b['input_ids'], b['attention_mask'], **kw)
+    m.generate(b['input_ids'], attention_mask=b['attention_mask'], max_new_tokens=2, **kw)
+    assert names == []
+    assert m.scheme_options is m.decoder.pe.scheme_options
+    assert video_llm_config('pe_vlm_tiny_mhrope')['num_kv_heads'] == 8
+    assert video_llm_config('pe_vlm_tiny_mrope')['num_kv_heads'] == 2
+    assert video_llm_config('pe_vlm_small_mhrope', num_kv_heads=16)['num_kv_heads'] == 16
+
+
 # -------------------------------------------------------------------------------------------- build, train, generate
 @pytest.mark.parametrize('scheme', SCHEMES)
 def test_every_scheme_builds_trains_and_generates(scheme):

@@ -125,8 +125,7 @@ def patch_rope_index(model: nn.Module, scheme: str, *, frequencies: str = 'schem
     cfg = inner.config
     spec = get_scheme(scheme)
     opts = dict(scheme_kwargs)
-    if 'tokens_per_second' in spec.defaults and spec.defaults['tokens_per_second'] is not None \
-            and 'tokens_per_second' not in opts:
+    if spec.uses_seconds({}) and 'tokens_per_second' not in opts:  # Qwen2.5-VL time: default the model's rate
         tps = getattr(getattr(cfg, 'vision_config', None), 'tokens_per_second', None)
         if tps is not None:
             opts['tokens_per_second'] = tps
@@ -180,8 +179,7 @@ def patch_rope_index(model: nn.Module, scheme: str, *, frequencies: str = 'schem
                 secs = torch.repeat_interleave(torch.as_tensor(secs, dtype=torch.float64).flatten().cpu(), reps.cpu())
             video_grid = torch.repeat_interleave(video_grid, reps, dim=0)
             video_grid[:, 0] = 1
-        if not ('tokens_per_second' in spec.defaults and opts.get('tokens_per_second',
-                                                                  spec.defaults['tokens_per_second']) is not None):
+        if not spec.uses_seconds(opts):
             secs = None
         pos, deltas = get_position_ids(scheme, input_ids, a.get('image_grid_thw'), video_grid, mask, secs,
                                        spatial_merge_size=merge, mm_token_type_ids=a.get('mm_token_type_ids'),

@@ -8,7 +8,7 @@ arXiv:2305.13245); layout of Qwen2 ("Qwen2 Technical Report", arXiv:2407.10671).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,8 @@ class Decoder(nn.Module):
         theta: RoPE base.
         mrope_section: the scheme's ``[t, h, w]`` split (published split scaled when ``None``).
         eps: RMSNorm epsilon.
+        scheme_options: the scheme's evaluation options (held by the encoding ``pe``, which owns the scheme and
+            gives the position ids: ``pe.position_ids``).
 
     Raises:
         ValueError: unknown scheme; a geometry the scheme's frequency allocation cannot split exactly (the message
@@ -64,7 +66,8 @@ class Decoder(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int, depth: int, num_heads: int, num_kv_heads: int,
                  head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None, scheme: str = 'mrope',
-                 theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None, eps: float = 1e-6):
+                 theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None, eps: float = 1e-6,
+                 scheme_options: Optional[Mapping[str, Any]] = None):
         super().__init__()
         head_dim = int(head_dim or dim // num_heads)
         mlp_hidden = int(mlp_hidden or 64 * -(-(8 * dim // 3) // 64))
@@ -72,7 +75,8 @@ class Decoder(nn.Module):
         self.embed = nn.Embedding(vocab_size, dim)
         self.pe = create_pos_encoding('multimodal_rope', dict(dim=dim, num_heads=num_heads, depth=depth),
                                       dict(num_kv_heads=num_kv_heads, scheme=scheme, theta=theta,
-                                           mrope_section=mrope_section, head_dim=head_dim))
+                                           mrope_section=mrope_section, head_dim=head_dim,
+                                           scheme_options=scheme_options))
         self.blocks = nn.ModuleList([DecoderBlock(dim, num_heads, num_kv_heads, head_dim, mlp_hidden, eps)
                                      for _ in range(depth)])
         self.norm = RmsNorm(dim, eps=eps)

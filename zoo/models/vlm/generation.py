@@ -1,8 +1,8 @@
 """Generation for :class:`~zoo.models.vlm.model.VideoLLM`: greedy or sampled decoding with a KV cache.
 
 Every call starts from nothing: a new :class:`zoo.models.attention.KVCache`, position ids computed from this call's
-prompt (:func:`get_position_ids`, the model's evaluation options), and decode positions ``cache_position +
-rope_deltas`` (:func:`decode_position_ids`), so the ``k``-th generated token of a row sits where
+prompt (the decoder encoding's ``position_ids``, the model's evaluation options), and decode positions
+``cache_position + rope_deltas`` (its ``decode_position_ids``), so the ``k``-th generated token of a row sits where
 :func:`get_position_ids` would put it in the full sequence. Left padding changes no real token's position (ids come
 from real tokens only), and padded keys are masked, so a left-padded batch decodes as each sample alone.
 """
@@ -13,7 +13,6 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-from zoo.encodings.multimodal_rope import decode_position_ids
 from ..attention import KVCache
 
 __all__ = ['GenerateOutput', 'generate', 'select_next_token']
@@ -122,7 +121,6 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
         embeds = inputs_embeds
     pos, deltas = model.position_ids(input_ids, mask, image_grid_thw, video_grid_thw, second_per_grid_ts,
                                      scheme_options=model.scheme_options)  # evaluation options, never drawn
-    num_axes = pos.shape[0]
     cache = KVCache(len(model.decoder.blocks)) if use_cache else None
     hidden = model.decoder(embeds, pos, model.key_mask(mask), cache)
     logits = model.decoder.logits(hidden[:, -1]).float()
@@ -139,7 +137,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
         seq = torch.cat([seq, nxt[:, None]], dim=1)
         mask = torch.cat([mask, torch.ones(b, 1, dtype=mask.dtype, device=device)], dim=1)
         done = done | (nxt == eos)
-        step_pos = decode_position_ids(deltas, torch.tensor([length + k], device=device), num_axes)
+        step_pos = model.decoder.pe.decode_position_ids(deltas, torch.tensor([length + k], device=device))
         all_pos.append(step_pos.to(pos.dtype))
         if bool(done.all()) or k + 1 == max_new_tokens:
             break

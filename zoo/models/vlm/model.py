@@ -1,8 +1,9 @@
 """The video-LLM: vision tower -> 2x2 merge projector -> decoder whose rotation is a multimodal RoPE scheme.
 
-Position ids come from the token layout (:func:`zoo.encodings.multimodal_rope.get_position_ids`, the Qwen2-VL
-``get_rope_index`` convention), decode positions from ``rope_deltas`` (:func:`decode_position_ids`). HoPE's temporal
-scale ``gamma`` and V2PE's stride are drawn per sample while the model is in training mode and fixed in eval mode.
+The decoder's encoding (``decoder.pe``, :class:`zoo.encodings.multimodal.MultimodalRoPE`) owns the scheme: the model
+asks it for position ids from the token layout (the Qwen2-VL ``get_rope_index`` convention), for decode positions from
+``rope_deltas``, and for the per-sample options of a training step (HoPE's temporal scale ``gamma``, V2PE's stride;
+fixed in eval mode).
 
 Registered names ``pe_vlm_{tiny,small}_{scheme}`` for every scheme (:func:`list_video_llms`), built by
 :func:`create_video_llm`. Papers: Qwen2-VL (Wang et al., arXiv:2409.12191), and the scheme papers listed in
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import random
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -20,13 +20,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.encodings.multimodal_rope import get_position_ids, get_scheme, list_schemes
+from zoo.encodings.multimodal_rope import get_scheme, list_schemes
 from .decoder import Decoder
 from .projector import PatchMerger
 from .tokenizer import IGNORE_INDEX, PromptInputs, VLMTokenizer, build_prompt, collate_prompts
 from .tower import VisionTower
 
-__all__ = ['VideoLLM', 'VLMOutput', 'create_video_llm', 'list_video_llms', 'VLM_SIZES', 'vlm_schemes']
+__all__ = ['VideoLLM', 'VLMOutput', 'create_video_llm', 'video_llm_config', 'list_video_llms', 'VLM_SIZES',
+           'vlm_schemes']
 
 
 @dataclass
@@ -90,7 +91,9 @@ class VideoLLM(nn.Module):
 
     Attributes:
         tokenizer: :class:`VLMTokenizer` (its ``vocab_size`` is the embedding size).
-        tower, projector, decoder: the three parts.
+        tower, projector, decoder: the three parts; ``decoder.pe`` is the multimodal encoding, which owns the scheme.
+        scheme: the scheme name as given.
+        scheme_options: the evaluation options (held by ``decoder.pe``).
         pe_name: ``'multimodal_rope/<scheme>'`` (recorded in checkpoints).
         data_config: ``mean``, ``std`` (frame normalisation of the tower) and ``img_size`` (its default frame size,
             ``(H, W)`` px).
@@ -109,10 +112,9 @@ class VideoLLM(nn.Module):
                  scheme_options: Optional[Mapping[str, Any]] = None, max_seq_len: int = 32768,
                  pretrained_tower: bool = False):
         super().__init__()
-        self.spec = get_scheme(scheme)
+        spec = get_scheme(scheme)
+        spec.options(dict(scheme_options or {}))  # validate now, before the tower is built
         self.scheme = scheme
-        self.scheme_options: Dict[str, Any] = dict(scheme_options or {})
-        self.spec.options(dict(self.scheme_options))  # validate now, not at the first forward
         if int(max_seq_len) < 2:
             raise ValueError(f'max_seq_len must be >= 2 tokens, got {max_seq_len}')
         self.max_seq_len = int(max_seq_len)
@@ -121,9 +123,14 @@ class VideoLLM(nn.Module):
         self.tower = VisionTower(vision_tower, tower_kwargs, temporal_patch_size, self.merge, pretrained_tower)
         self.projector = PatchMerger(self.tower.out_features, dim, self.merge)
         self.decoder = Decoder(self.tokenizer.vocab_size, dim, depth, num_heads, num_kv_heads, head_dim, mlp_hidden,
-                               scheme, theta, mrope_section)
-        self.pe_name = f'multimodal_rope/{self.spec.name}'
+                               scheme, theta, mrope_section, scheme_options=scheme_options)
+        self.pe_name = f'multimodal_rope/{spec.name}'
         self.data_config = self._data_config()
+
+    @property
+    def scheme_options(self) -> Dict[str, Any]:
+        """The scheme's evaluation options (``decoder.pe.scheme_options``)."""
+        return self.decoder.pe.scheme_options
 
     # ------------------------------------------------------------------------------------------------ data helpers
     def _data_config(self) -> Dict[str, Any]:
@@ -134,8 +141,9 @@ class VideoLLM(nn.Module):
 
     @property
     def prompt_style(self) -> str:
-        """``'qwen3'`` (per-frame blocks with timestamps) for MRoPE-Interleave / MHRoPE, else ``'qwen2'``."""
-        return self.spec.style
+        """``'qwen3'`` (per-frame blocks with timestamps) for MRoPE-Interleave / MHRoPE, else ``'qwen2'`` (the scheme's
+        :attr:`~zoo.encodings.multimodal.Scheme.style`)."""
+        return self.decoder.pe.spec.style
 
     def visual_grid(self, num_frames: int, height: int, width: int) -> Tuple[int, int, int]:
         """Pre-merge grid ``(t, h, w)`` in tower patches of ``num_frames`` frames of ``height x width`` px.
@@ -193,33 +201,28 @@ class VideoLLM(nn.Module):
         return collate_prompts(prompts, self.tokenizer.pad_id, padding_side)
 
     # ------------------------------------------------------------------------------------------------- positions
-    def _uses_seconds(self, opts: Mapping[str, Any]) -> bool:
-        if 'tokens_per_second' not in self.spec.defaults:
-            return False
-        return opts.get('tokens_per_second', self.spec.defaults['tokens_per_second']) is not None
-
     def position_ids(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                      image_grid_thw: Optional[torch.Tensor] = None, video_grid_thw: Optional[torch.Tensor] = None,
                      second_per_grid_ts: Optional[Sequence[float]] = None,
                      scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None
                      ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Position ids ``(A, B, L)`` and ``rope_deltas`` ``(B, 1)`` of a batch under this model's scheme.
+        """Position ids ``(A, B, L)`` and ``rope_deltas`` ``(B, 1)`` of a batch, from the decoder's encoding
+        (``decoder.pe.position_ids``), with this model's token ids and merge.
 
         Options: ``scheme_options`` (one dict, or one per row); when ``None``, the model's evaluation options, or in
-        training mode per-row draws of :func:`zoo.encodings.multimodal_rope.training_options` (HoPE gamma, V2PE
-        stride) from Python's ``random`` seeded by torch's RNG (so ``torch.manual_seed`` makes them reproducible).
+        training mode the encoding's per-row draws (``decoder.pe.draw_training_options``: HoPE gamma, V2PE stride)
+        from Python's ``random`` seeded by torch's RNG (so ``torch.manual_seed`` makes them reproducible).
 
         Raises:
-            ValueError: see :func:`get_position_ids` (grids that do not match the visual tokens, unknown options).
+            ValueError: see :func:`zoo.encodings.multimodal_rope.get_position_ids` (grids that do not match the visual
+                tokens, unknown options).
         """
         b = input_ids.shape[0]
         if scheme_options is None and self.training:
-            rng = random.Random(int(torch.randint(0, 2 ** 62, (), device='cpu')))
-            drawn = [self.spec.training_options(rng) for _ in range(b)]
-            scheme_options = [dict(self.scheme_options, **d) for d in drawn] if any(drawn) else None
+            scheme_options = self.decoder.pe.draw_training_options(b)
         if scheme_options is None or isinstance(scheme_options, Mapping):
-            opts = dict(self.scheme_options if scheme_options is None else scheme_options)
-            return self._ids(input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts)
+            return self._ids(input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                             scheme_options)
         if len(scheme_options) != b:
             raise ValueError(f'scheme_options has {len(scheme_options)} dicts for a batch of {b}; pass one per row')
         tok = self.tokenizer
@@ -232,17 +235,17 @@ class VideoLLM(nn.Module):
             row_secs = None if secs is None or not nv else secs[k:k + nv]
             k += nv
             mask = None if attention_mask is None else attention_mask[r:r + 1]
-            i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, dict(scheme_options[r]))
+            i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, scheme_options[r])
             ids.append(i)
             deltas.append(d)
         return torch.cat(ids, dim=1), torch.cat(deltas)  # one scheme: one dtype
 
     def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts):
-        secs = second_per_grid_ts if self._uses_seconds(opts) else None
         tok = self.tokenizer
-        return get_position_ids(self.scheme, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs,
-                                spatial_merge_size=self.merge, image_token_id=tok.image_id,
-                                video_token_id=tok.video_id, vision_start_token_id=tok.vision_start_id, **opts)
+        return self.decoder.pe.position_ids(input_ids, image_grid_thw, video_grid_thw, attention_mask,
+                                            second_per_grid_ts, opts, spatial_merge_size=self.merge,
+                                            image_token_id=tok.image_id, video_token_id=tok.video_id,
+                                            vision_start_token_id=tok.vision_start_id)
 
     # -------------------------------------------------------------------------------------------------- forward
     def _visual_features(self, kind: str, visuals: Optional[Sequence[torch.Tensor]], grids: Optional[torch.Tensor],
@@ -368,15 +371,15 @@ class VideoLLM(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------------- registry
-#: Decoder and tower per size. Every scheme keeps its published frequency split at head_dim 32; MHRoPE's [2, 3, 3]
-#: of 8 key heads needs 8 KV heads, so the tiny MHRoPE model has 8 (MHA) instead of 2.
+#: Decoder and tower per size. Every scheme keeps its published frequency split at head_dim 32; a scheme that
+#: allocates per key head raises the KV-head count to what its split needs (``Scheme.fit_kv_heads``: MHRoPE's
+#: [2, 3, 3] of 8 key heads gives the tiny MHRoPE model 8 (MHA) instead of 2).
 VLM_SIZES: Dict[str, Dict[str, Any]] = {
     'tiny': dict(vision_tower='pe_vit_tiny_patch16_rope_mixed_224', dim=256, depth=4, num_heads=8, num_kv_heads=2,
                  mlp_hidden=704),
     'small': dict(vision_tower='pe_vit_small_patch16_rope_mixed_224', dim=512, depth=8, num_heads=16,
                   num_kv_heads=8, mlp_hidden=1408),
 }
-_SCHEME_OVERRIDES = {('tiny', 'mhrope'): dict(num_kv_heads=8)}
 _KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge_size', 'dim', 'depth', 'num_heads',
            'num_kv_heads', 'head_dim', 'mlp_hidden', 'theta', 'mrope_section', 'scheme_options', 'max_seq_len',
            'pretrained_tower')
@@ -393,8 +396,9 @@ def list_video_llms(pattern: str = '*') -> List[str]:
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
 
-def create_video_llm(name: str, **kwargs: Any) -> VideoLLM:
-    """Build a registered video-LLM.
+def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
+    """The constructor arguments of a registered video-LLM: the size's defaults, the KV-head count its scheme needs
+    (``Scheme.fit_kv_heads``), then ``kwargs``.
 
     Args:
         name: ``pe_vlm_{tiny,small}_{scheme}`` (see :func:`list_video_llms`).
@@ -402,6 +406,9 @@ def create_video_llm(name: str, **kwargs: Any) -> VideoLLM:
             ``temporal_patch_size``, ``dim``, ``depth``, ``num_heads``, ``num_kv_heads``, ``head_dim``,
             ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``,
             ``pretrained_tower``, ``spatial_merge_size``.
+
+    Returns:
+        ``{'scheme': ..., **arguments}`` for :class:`VideoLLM`.
 
     Raises:
         ValueError: an unknown name (unknown size or scheme, with the accepted ones) or keyword.
@@ -419,8 +426,22 @@ def create_video_llm(name: str, **kwargs: Any) -> VideoLLM:
     unknown = sorted(set(kwargs) - set(_KWARGS))
     if unknown:
         raise ValueError(f'create_video_llm({name!r}) got unknown option(s) {unknown}; its options are {list(_KWARGS)}')
-    args = dict(VLM_SIZES[size], **_SCHEME_OVERRIDES.get((size, scheme), {}))
+    args = dict(VLM_SIZES[size])
+    args['num_kv_heads'] = get_scheme(scheme).fit_kv_heads(args['num_kv_heads'])
     args.update(kwargs)
-    model = VideoLLM(scheme=scheme, **args)
+    return dict(scheme=scheme, **args)
+
+
+def create_video_llm(name: str, **kwargs: Any) -> VideoLLM:
+    """Build a registered video-LLM (arguments: :func:`video_llm_config`).
+
+    Args:
+        name: ``pe_vlm_{tiny,small}_{scheme}`` (see :func:`list_video_llms`).
+        **kwargs: overrides of the size's defaults (see :func:`video_llm_config`).
+
+    Raises:
+        ValueError: an unknown name (unknown size or scheme, with the accepted ones) or keyword.
+    """
+    model = VideoLLM(**video_llm_config(name, **kwargs))
     model.model_name = name
     return model
