@@ -34,8 +34,6 @@ from zoo.datasets.files import output_mode as _output_mode
 from zoo.datasets.files import remove_quietly as _remove_quietly
 from zoo.datasets.files import temp_path as _tmp_path
 from zoo.datasets.files import write_atomic, write_text_atomic
-from zoo.datasets.files import write_error as _write_error
-from zoo.errors import OutputWriteError
 
 __all__ = ['save_atomic', 'save_checkpoint_files', 'save_safetensors', 'load_checkpoint', 'checkpoint_meta',
            'write_results_file']
@@ -65,32 +63,27 @@ def save_checkpoint_files(obj: Dict[str, Any], last: str, best: Optional[str] = 
     Raises:
         OutputWriteError: read-only folder, disk full, ...
     """
-    tmp = None
-    try:
-        tmp = _tmp_path(last)
+    def write(tmp: str) -> None:
         _torch_save(obj, tmp)
-        os.chmod(tmp, _output_mode())
         if best is not None:
-            linked = None
-            try:
-                linked = _tmp_path(best)
-                os.remove(linked)
-                os.link(tmp, linked)
-                os.replace(linked, best)
-            except OSError as e:
-                _remove_quietly(linked)
-                if e.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
-                    raise
-                save_atomic(obj, best)  # no hard links here (e.g. some network / FUSE file systems)
-        os.replace(tmp, last)
+            os.chmod(tmp, _output_mode())  # the link shares the file: give it its final mode first
+            _replace_by_link(tmp, best, obj)
+    write_atomic(last, write)
+
+
+def _replace_by_link(tmp: str, best: str, obj: Dict[str, Any]) -> None:
+    """Replace ``best`` by a hard link of ``tmp`` (or, without hard links, by a second write of ``obj``)."""
+    linked = None
+    try:
+        linked = _tmp_path(best)
+        os.remove(linked)
+        os.link(tmp, linked)
+        os.replace(linked, best)
     except OSError as e:
-        _remove_quietly(tmp)
-        if isinstance(e, OutputWriteError):
+        _remove_quietly(linked)
+        if e.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
             raise
-        raise _write_error(last, e) from None
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
+        save_atomic(obj, best)  # no hard links here (e.g. some network / FUSE file systems)
 
 
 def save_safetensors(state_dict: Dict[str, torch.Tensor], path: str, meta: Optional[Dict[str, Any]] = None) -> None:
@@ -133,7 +126,8 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
     """
     if os.path.isdir(path):
         raise IsADirectoryError(f'checkpoint {path!r} is a directory, not a checkpoint file; for a zoo train output '
-                                f'dir pass --run {path} (eval-resolution) or --resume {os.path.join(path, "checkpoint-last.pth")}')
+                                f'dir pass --run {path} (eval-resolution) or --resume '
+                                f'{os.path.join(path, "checkpoint-last.pth")}')
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
     if path.endswith('.safetensors'):

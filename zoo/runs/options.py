@@ -1,12 +1,20 @@
 """Options shared by the subcommands: ``--model-kwargs``, devices, AMP and the timm data options."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 from typing import Any, Dict, Optional, Sequence
 
 import yaml
 
-__all__ = ['parse_model_kwargs', 'check_device', 'resolve_device', 'amp_dtype', 'autocast', 'INTERPOLATIONS']
+__all__ = ['parse_model_kwargs', 'check_device', 'resolve_device', 'amp_dtype', 'autocast', 'INTERPOLATIONS',
+           'command_parser']
+
+
+def command_parser(prog: str, description: str, epilog: str = '') -> argparse.ArgumentParser:
+    """The parser of one ``zoo`` subcommand: defaults shown in ``--help``."""
+    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog or None,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 
 
 def parse_model_kwargs(items: Optional[Sequence[str] | Dict[str, Any]]) -> Dict[str, Any]:

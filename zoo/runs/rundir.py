@@ -13,13 +13,12 @@ import json
 import logging
 import os
 import socket
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
-from zoo.datasets.files import TMP_PREFIX, clean_temp_files
+from zoo.datasets.files import TMP_PREFIX
 from zoo.errors import OutputDirError
 
-__all__ = ['RunDirLock', 'LOCK_NAME', 'STAGING', 'previous_results', 'sweep_output_dir']
+__all__ = ['RunDirLock', 'LOCK_NAME', 'STAGING', 'previous_results']
 
 _logger = logging.getLogger('zoo.rundir')
 
@@ -142,23 +141,3 @@ def previous_results(out: str) -> List[str]:
     if not os.path.isdir(out):
         return []
     return [n for n in os.listdir(out) if n not in (LOCK_NAME, STAGING) and not n.startswith(TMP_PREFIX)]
-
-
-@contextmanager
-def sweep_output_dir(output: str, command: str, overwrite: bool) -> Iterator[bool]:
-    """Own ``output`` for a sweep (``zoo eval-resolution``, ``eval-frames``, ``eval-video``): take the lock, remove
-    temp files left by a killed run, and refuse a directory holding results unless ``overwrite``.
-
-    Yields:
-        True when earlier results exist (the sweep then writes into ``output/STAGING`` until it is complete).
-
-    Raises:
-        OutputDirError: the directory is locked by another run, or holds results and ``overwrite`` is False.
-    """
-    with RunDirLock(output, command):
-        clean_temp_files(output)
-        old = previous_results(output)
-        if old and not overwrite:
-            raise OutputDirError(f'output dir {output!r} already exists; pass --overwrite to replace its results '
-                                 '(the old report stays until the new one is complete) or choose another --output')
-        yield bool(old)

@@ -86,8 +86,8 @@ def cell_key(label: str, cell: Dict[str, Any]) -> str:
 
 #: (a model's info, the cell) -> (row, extras to merge). Raise to record the cell as failed.
 Evaluate = Callable[[SweepModel, Dict[str, Any], SweepState], Tuple[Dict[str, Any], Dict[str, Any]]]
-#: (state, models, output folder) -> {file name: str content, or a callable writing the file at a given path}.
-Page = Callable[[SweepState, List[SweepModel], str], Dict[str, Any]]
+#: (state, model infos with their labels) -> {file name: str content, or a callable writing the file at a path}.
+Page = Callable[[SweepState, List[Dict[str, Any]]], Dict[str, Any]]
 
 
 class Sweep:
@@ -239,6 +239,8 @@ class Sweep:
         for _, i, cell in todo:
             m = self.models[i]
             row = dict(self.base_row(m, cell))
+            if m.info.get('extrapolation'):  # a strategy variant (--extrapolation)
+                row.update(extrapolation=m.info['extrapolation'], base_label=m.info['base_label'])
             try:
                 out, more = self.evaluate(m, cell, state)
                 row.update(out)
@@ -270,9 +272,9 @@ class Sweep:
 
     def _write(self, state: SweepState, target: str) -> Dict[str, str]:
         rows = [_public(r) for r in state.rows]
-        files = self.page(SweepState(rows, state.extras, state.total), self.models, target)
-        status = dict(done=len(state.rows), total=state.total, failed=len(state.failed), complete=state.complete)
         models = [dict(m.info, label=m.label) for m in self.models]
+        files = self.page(SweepState(rows, state.extras, state.total), models)
+        status = dict(done=len(state.rows), total=state.total, failed=len(state.failed), complete=state.complete)
         return write_result_set(target, rows, dict(status=status, spec=self.spec(), protocol=self.protocol,
                                                    models=models, results=state.rows, extras=state.extras), files)
 

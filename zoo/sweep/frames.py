@@ -14,11 +14,11 @@ continues an interrupted sweep.
 """
 from __future__ import annotations
 
+__all__ = ['build_frames_parser', 'eval_frames']
+
 import argparse
 import logging
 import os
-import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 from zoo.datasets import find_split
@@ -28,34 +28,21 @@ from zoo.runs.checkpoints import write_results_file
 from zoo.runs.models import is_video_model, model_mean_std
 from zoo.tasks import VideoClassificationTask
 from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
-from .engine import Sweep, SweepModel
-from .options import (add_extrapolation_option, add_model_options, add_output_options, add_run_options, amp_dtype_of,
-                      check_common, device_of)
+from .engine import SweepModel
+from .options import amp_dtype_of, check_common, device_of, frame_cache_dir, run_sweep, sweep_parser
 from .report import frames_page
 
-__all__ = ['build_frames_parser', 'eval_frames']
 
 _logger = logging.getLogger('zoo.sweep')
 
 
-def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParser:
-    """The ``zoo eval-frames`` parser."""
-    p = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Zero-shot top-1/top-5 of video models (pe_video_vit_*) at several clip lengths and frame sizes, '
-                    'on a video folder (DATA/val/<class>/*.mp4, DATA/test or DATA itself). Writes OUTPUT/results.csv, '
-                    'results.json, report.md, scaling.png, heatmap_<model>.png and manifest.json.',
-        epilog='Models as in zoo eval-resolution: --run DIR (final checkpoint-last.pth), --checkpoint PATH or --model '
-               'NAME --checkpoint PATH. Frames are sampled at segment midpoints, resized on the shorter side and '
-               'centre-cropped. Example: zoo eval-frames --run runs/rope3d --run runs/sincos --data-dir '
-               'data/synthetic-videos --frames 4 8 16 32 --sizes 24 32 48 64 --output runs/eval-frames')
-    add_model_options(p)
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
     p.add_argument('--data-dir', required=True, metavar='DIR', help='video folder root (or its parent with val/test)')
     p.add_argument('--split', default=None, help='sub-folder of --data-dir to evaluate (default: val, test or none)')
     p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T',
                    help='clip lengths to evaluate (frames; multiples of each model\'s tubelet size)')
     p.add_argument('--sizes', type=int, nargs='+', required=True, metavar='PX', help='frame sizes (px)')
-    add_extrapolation_option(p, 'clip: frames and size')
     p.add_argument('--mean', type=float, nargs=3, default=None, help='normalisation mean (default: each checkpoint\'s)')
     p.add_argument('--std', type=float, nargs=3, default=None, help='normalisation std (default: each checkpoint\'s)')
     p.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line')
@@ -63,11 +50,22 @@ def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParse
     p.add_argument('--max-per-class', type=int, default=None, help='evaluate only the first N clips of each class')
     p.add_argument('--frame-cache', metavar='DIR', default=None,
                    help='keep decoded frames here between runs (default: a temporary folder removed at the end)')
-    add_run_options(p)
     p.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loader')
-    add_output_options(p, 'eval-frames')
     p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
-    return p
+
+
+def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParser:
+    """Zero-shot top-1/top-5 of video models (pe_video_vit_*) at several clip lengths and frame sizes, on a video
+    folder (DATA/val/<class>/*.mp4, DATA/test or DATA itself). Writes OUTPUT/results.csv, results.json, report.md,
+    scaling.png, heatmap_<model>.png and manifest.json.
+
+    Models as in zoo eval-resolution: --run DIR (final checkpoint-last.pth), --checkpoint PATH or --model NAME
+    --checkpoint PATH. Frames are sampled at segment midpoints, resized on the shorter side and centre-cropped.
+    Example: zoo eval-frames --run runs/rope3d --run runs/sincos --data-dir data/synthetic-videos --frames 4 8 16 32
+    --sizes 24 32 48 64 --output runs/eval-frames
+    """
+    return sweep_parser(prog, build_frames_parser.__doc__, 'eval-frames', _add_options,
+                        extrapolation='clip: frames and size')
 
 
 def _eval_root(args) -> str:
@@ -103,7 +101,6 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     sampling='uniform, segment midpoints', resize='shorter side, centre crop',
                     weights='EMA' if args.use_ema else 'raw')
     task = VideoClassificationTask(len(classes))
-    cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-frames-')
 
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
         t, s = cell['frames'], cell['size']
@@ -124,23 +121,12 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                    train_frames=i['train_frames'], train_size=i['train_size'], frames=cell['frames'],
                    size=cell['size'], frame_scale=round(cell['frames'] / i['train_frames'], 4),
                    scale=round(cell['size'] / i['train_size'], 4))
-        if i.get('extrapolation'):
-            row.update(extrapolation=i['extrapolation'], base_label=i['base_label'])
         return row
 
-    def page(state, models_, out_dir):
-        return frames_page(state.rows, [m.info | {'label': m.label} for m in models_], protocol,
-                           state.extras.get('unreadable', {}), args.note, state.total)
-
     plan = [(i, dict(frames=t, size=s)) for i in range(len(models)) for t in frames for s in sizes]
-    try:
-        result = Sweep('zoo eval-frames', args.output, models, plan, evaluate, page, protocol,
-                       overwrite=args.overwrite, resume=args.resume, progress=not args.no_progress, base_row=base_row,
-                       failed_row=dict(COUNT_FIELDS, clips_per_s=float('nan')),
-                       volatile=('device', 'batch_size')).run()
-    finally:
-        if not args.frame_cache:
-            shutil.rmtree(cache, ignore_errors=True)
+    with frame_cache_dir(args, 'zoo-frames-') as cache:
+        result = run_sweep('zoo eval-frames', args, models, plan, evaluate, frames_page, protocol, base_row,
+                           failed_row=dict(COUNT_FIELDS, clips_per_s=float('nan')))
     if args.results_file:
         write_results_file(args.results_file, result['rows'])
     return dict(result, unreadable=len(result['extras'].get('unreadable', {})))

@@ -6,18 +6,52 @@ adds only what is its own (``--sizes`` / ``--frames`` / ``--benchmark`` ...).
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import math
 import os
-from typing import Optional
+import shutil
+import tempfile
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from zoo.encodings.extrapolation import STRATEGIES
 from zoo.errors import OutputDirError
-from zoo.runs.options import amp_dtype, check_device
+from zoo.runs.options import amp_dtype, check_device, command_parser
+from .engine import Evaluate, Sweep, SweepModel
 
-__all__ = ['add_model_options', 'add_output_options', 'add_run_options', 'add_extrapolation_option', 'check_common',
+__all__ = ['sweep_parser', 'run_sweep', 'frame_cache_dir', 'add_model_options', 'add_output_options', 'add_run_options',
+           'add_extrapolation_option', 'check_common',
            'device_of', 'amp_dtype_of']
+
+
+def sweep_parser(prog: str, doc: str, output: str,
+                 add_own: Callable[[argparse.ArgumentParser], None], command: str = 'zoo train',
+                 classifiers: bool = True, amp: bool = True, workers: int = 2,
+                 extrapolation: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of a sweep: the shared model, run and output options around the sweep's own (``add_own``).
+
+    Args:
+        doc: the help text: its first paragraph is the description, the rest the epilog (the front end's
+            ``build_*_parser.__doc__``).
+        output: default ``--output``.
+        command: what writes the runs ``--run`` takes (for the help text).
+        classifiers: the models are classifiers (``--model`` pairs, ``--model-kwargs``, ``--force``).
+        amp: offer ``--amp`` / ``--amp-dtype``.
+        workers: default ``--workers``.
+        extrapolation: offer ``--extrapolation``; the text names the training grid the factors divide by.
+    """
+    description, _, epilog = (' '.join(part.split()) for part in inspect.cleandoc(doc).partition('\n\n'))
+    p = command_parser(prog, description, epilog)
+    add_model_options(p, command, checkpoint_models=classifiers)
+    add_own(p)
+    if extrapolation:
+        add_extrapolation_option(p, extrapolation)
+    add_run_options(p, amp=amp, workers=workers)
+    add_output_options(p, output)
+    return p
 
 
 def add_model_options(p: argparse.ArgumentParser, command: str = 'zoo train', checkpoint_models: bool = True) -> None:
@@ -109,3 +143,27 @@ def amp_dtype_of(args: argparse.Namespace, device: torch.device) -> Optional[tor
     """The autocast dtype of ``--amp`` / ``--amp-dtype`` on ``device`` (``None``: no AMP)."""
     return amp_dtype(getattr(args, 'amp', False) or getattr(args, 'amp_dtype', None) is not None,
                      getattr(args, 'amp_dtype', None), device.type)
+
+
+def run_sweep(command: str, args: argparse.Namespace, models: List[SweepModel], plan: Sequence[Tuple[int, Dict]],
+              evaluate: Evaluate, page: Callable[..., Dict[str, Any]], protocol: Dict[str, Any],
+              base_row: Callable[[SweepModel, Dict[str, Any]], Dict[str, Any]],
+              failed_row: Dict[str, Any]) -> Dict[str, Any]:
+    """Run a :class:`~zoo.sweep.engine.Sweep` with the shared options (``--output``, ``--overwrite``, ``--resume``,
+    ``--no-progress``, ``--note``); ``page(state, models, protocol=, notes=)`` lays out the report. The device and the
+    batch size may change when a sweep is resumed. Returns :meth:`Sweep.run`'s result."""
+    return Sweep(command, args.output, models, plan, evaluate,
+                 functools.partial(page, protocol=protocol, notes=args.note), protocol, overwrite=args.overwrite,
+                 resume=args.resume, progress=not args.no_progress, base_row=base_row, failed_row=failed_row,
+                 volatile=('device', 'batch_size')).run()
+
+
+@contextmanager
+def frame_cache_dir(args: argparse.Namespace, prefix: str) -> Iterator[str]:
+    """``--frame-cache`` (kept), or a temporary folder removed at the end."""
+    path = args.frame_cache or tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        if not args.frame_cache:
+            shutil.rmtree(path, ignore_errors=True)

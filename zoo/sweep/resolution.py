@@ -12,6 +12,8 @@ per finished cell; ``--resume`` continues an interrupted sweep.
 """
 from __future__ import annotations
 
+__all__ = ['build_eval_parser', 'eval_resolution']
+
 import argparse
 import logging
 import os
@@ -28,33 +30,19 @@ from zoo.runs.models import is_video_model, is_zoo_model, patch_size_of
 from zoo.runs.options import INTERPOLATIONS, autocast
 from zoo.tasks import ImageClassificationTask
 from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
-from .engine import Sweep, SweepModel
-from .options import (add_extrapolation_option, add_model_options, add_output_options, add_run_options, amp_dtype_of,
-                      check_common, device_of)
+from .engine import SweepModel
+from .options import amp_dtype_of, check_common, device_of, run_sweep, sweep_parser
 from .report import resolution_page
 
-__all__ = ['build_eval_parser', 'eval_resolution']
 
 _logger = logging.getLogger('zoo.sweep')
 
 
-def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentParser:
-    """The ``zoo eval-resolution`` parser."""
-    p = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Zero-shot top-1/top-5 and throughput of one or more models at several input sizes, on an '
-                    'ImageFolder (DATA/val, DATA/test, or DATA itself holding the class folders, e.g. ImageNet val). '
-                    'Writes OUTPUT/results.csv, results.json, report.md, scaling.png, heatmap.png and manifest.json.',
-        epilog='Models: --run DIR (a zoo train output dir; uses its final checkpoint-last.pth, not the best-on-val '
-               'one), --checkpoint PATH (a zoo checkpoint records its model), or --model NAME --checkpoint PATH '
-               'pairs, matched in order (--checkpoint pretrained = timm weights of NAME). Example: zoo eval-resolution '
-               '--run runs/ape --run runs/rope_mixed --data-dir data/cifar10 --sizes 24 32 40 48 56 64 --output '
-               'runs/eval')
-    add_model_options(p)
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
     p.add_argument('--data-dir', required=True, metavar='DIR', help='ImageFolder root (or its parent with val/test)')
     p.add_argument('--split', default=None, help='sub-folder of --data-dir to evaluate (default: val, test or none)')
     p.add_argument('--sizes', type=int, nargs='+', required=True, metavar='PX', help='evaluation input sizes')
-    add_extrapolation_option(p, 'img_size')
     p.add_argument('--crop-pct', type=float, default=None,
                    help='center-crop fraction (default: each checkpoint\'s recorded value, else the model\'s)')
     p.add_argument('--interpolation', default=None, help='resize interpolation (default: each checkpoint\'s)')
@@ -64,10 +52,8 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
                                                       'class i); folders not listed are left out')
     p.add_argument('-b', '--batch-size', type=int, default=128, help='evaluation batch size')
     p.add_argument('--max-per-class', type=int, default=None, help='evaluate only the first N images of each class')
-    add_run_options(p)
     p.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
     p.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loader')
-    add_output_options(p, 'eval-resolution')
     p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
     z = p.add_argument_group('CLIP zero-shot (--zero-shot)')
     z.add_argument('--zero-shot', action='store_true',
@@ -80,7 +66,19 @@ def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentPar
     z.add_argument('--class-names', metavar='TXT', help='prompt class names, one per line in class-folder order '
                                                       '(default: folder names, _ as spaces)')
     z.add_argument('--quick-gelu', action='store_true', help='QuickGELU activations (OpenAI CLIP weights)')
-    return p
+
+
+def build_eval_parser(prog: str = 'zoo eval-resolution') -> argparse.ArgumentParser:
+    """Zero-shot top-1/top-5 and throughput of one or more models at several input sizes, on an ImageFolder (DATA/val,
+    DATA/test, or DATA itself holding the class folders, e.g. ImageNet val). Writes OUTPUT/results.csv,
+    results.json, report.md, scaling.png, heatmap.png and manifest.json.
+
+    Models: --run DIR (a zoo train output dir; uses its final checkpoint-last.pth, not the best-on-val one),
+    --checkpoint PATH (a zoo checkpoint records its model), or --model NAME --checkpoint PATH pairs, matched in
+    order (--checkpoint pretrained = timm weights of NAME). Example: zoo eval-resolution --run runs/ape --run
+    runs/rope_mixed --data-dir data/cifar10 --sizes 24 32 40 48 56 64 --output runs/eval
+    """
+    return sweep_parser(prog, build_eval_parser.__doc__, 'eval-resolution', _add_options, extrapolation='img_size')
 
 
 def _check_args(args) -> None:
@@ -164,20 +162,11 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                    weights=i['weights'], train_size=i['train_size'], size=cell['size'],
                    scale=round(cell['size'] / i['train_size'], 4), crop_pct=cfg['crop_pct'],
                    interpolation=cfg['interpolation'])
-        if i.get('extrapolation'):
-            row.update(extrapolation=i['extrapolation'], base_label=i['base_label'])
         return row
 
-    def page(state, models_, out_dir):
-        return resolution_page(state.rows, [m.info | {'label': m.label} for m in models_], protocol,
-                               state.extras.get('unreadable', {}), args.note, state.total)
-
-    sweep = Sweep('zoo eval-resolution', args.output, models, [(i, dict(size=s)) for i in range(len(models))
-                                                                for s in sizes],
-                  evaluate, page, protocol, overwrite=args.overwrite, resume=args.resume,
-                  progress=not args.no_progress, base_row=base_row,
-                  failed_row=dict(COUNT_FIELDS, images_per_s=float('nan')), volatile=('device', 'batch_size'))
-    result = sweep.run()
+    plan = [(i, dict(size=s)) for i in range(len(models)) for s in sizes]
+    result = run_sweep('zoo eval-resolution', args, models, plan, evaluate, resolution_page, protocol, base_row,
+                       failed_row=dict(COUNT_FIELDS, images_per_s=float('nan')))
     if args.results_file:
         write_results_file(args.results_file, result['rows'])
     bad = result['extras'].get('unreadable', {})

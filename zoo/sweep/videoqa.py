@@ -24,12 +24,12 @@ V-NIAH: LongVA, "Long Context Transfer from Language to Vision" (arXiv:2406.1685
 """
 from __future__ import annotations
 
+__all__ = ['build_video_parser', 'eval_video']
+
 import argparse
 import logging
 import math
 import os
-import shutil
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -40,29 +40,19 @@ from tqdm import tqdm
 from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, read_video
 from zoo.runs.models import load_video_llm, run_checkpoint, unique_labels
 from zoo.tasks.answers import fallback_choice, generate_answers, parse_choice
-from .engine import Sweep, SweepModel
-from .options import add_model_options, add_output_options, add_run_options, check_common, device_of
+from .engine import SweepModel
+from .options import check_common, device_of, frame_cache_dir, run_sweep, sweep_parser
 from .report import NIAH_TASK, videoqa_page
 
-__all__ = ['build_video_parser', 'eval_video']
 
 _logger = logging.getLogger('zoo.sweep')
 
 
-def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
-    """The ``zoo eval-video`` parser."""
-    p = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Multiple-choice accuracy of video-LLMs (zoo train-vlm runs) on a video-QA benchmark at several '
-                    'frame counts and frame sizes. Writes OUTPUT/results.csv, results.json, report.md, accuracy.png, '
-                    'vniah.png (when the benchmark has V-NIAH items) and manifest.json.',
-        epilog='Example: zoo eval-video --benchmark mvbench --data-root data/vqa-eval --run runs/vlm/mrope_s0 --run '
-               'runs/vlm/videorope_s0 --frames 8 16 32 64 --output runs/eval-video. Benchmarks: mvbench, videomme, '
-               'nextqa_mc, mlvu, longvideobench, egoschema (zoo.datasets.videoqa.list_benchmarks()).')
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
     p.add_argument('--benchmark', required=True, help='benchmark reader (lmms-eval task name, e.g. mvbench)')
     p.add_argument('--data-root', required=True, metavar='DIR', help='the benchmark\'s data root')
     p.add_argument('--tasks', nargs='*', default=None, help='tasks to read (readers that have tasks; default all)')
-    add_model_options(p, 'zoo train-vlm', checkpoint_models=False)
     p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T', help='frames per clip to evaluate')
     p.add_argument('--sampling', default='uniform', choices=('uniform', 'fps'),
                    help='uniform: T frames at the segment midpoints (MVBench); fps: --fps frames per second, at most T')
@@ -75,9 +65,19 @@ def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
     p.add_argument('-b', '--batch-size', type=int, default=8, help='questions per generate call (left padded)')
     p.add_argument('--frame-cache', metavar='DIR', default=None,
                    help='keep decoded frames here between runs (default: a temporary folder removed at the end)')
-    add_run_options(p, amp=False, workers=1)
-    add_output_options(p, 'eval-video')
-    return p
+
+
+def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
+    """Multiple-choice accuracy of video-LLMs (zoo train-vlm runs) on a video-QA benchmark at several frame counts and
+    frame sizes. Writes OUTPUT/results.csv, results.json, report.md, accuracy.png, vniah.png (when the benchmark has
+    V-NIAH items) and manifest.json.
+
+    Example: zoo eval-video --benchmark mvbench --data-root data/vqa-eval --run runs/vlm/mrope_s0 --run
+    runs/vlm/videorope_s0 --frames 8 16 32 64 --output runs/eval-video. Benchmarks: mvbench, videomme, nextqa_mc,
+    mlvu, longvideobench, egoschema (zoo.datasets.videoqa.list_benchmarks()).
+    """
+    return sweep_parser(prog, build_video_parser.__doc__, 'eval-video', _add_options, 'zoo train-vlm',
+                        classifiers=False, amp=False, workers=1)
 
 
 class _CachedClips(Dataset):
@@ -146,7 +146,6 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     resize=f'shorter side + centre crop to {cache_size} px (cached), then resized to each size',
                     batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, seed=args.seed,
                     device=str(device), decoding='greedy, KV cache, left padding')
-    cache = args.frame_cache or tempfile.mkdtemp(prefix='zoo-videoqa-')
     datasets: Dict[int, _CachedClips] = {}
 
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
@@ -163,19 +162,9 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     train_frames=i['train_frames'], train_size=i['train_size'], frames=cell['frames'],
                     size=cell['size'])
 
-    def page(state, models_, out_dir):
-        return videoqa_page(state.rows, [m.info | {'label': m.label} for m in models_], protocol,
-                            state.extras.get('unreadable', {}), args.note, state.total,
-                            state.extras.get('predictions', []))
-
-    try:
-        result = Sweep('zoo eval-video', args.output, models, plan, evaluate, page, protocol,
-                       overwrite=args.overwrite, resume=args.resume, progress=not args.no_progress,
-                       base_row=base_row, failed_row=dict(acc=float('nan'), n=0),
-                       volatile=('device', 'batch_size')).run()
-    finally:
-        if not args.frame_cache:
-            shutil.rmtree(cache, ignore_errors=True)
+    with frame_cache_dir(args, 'zoo-videoqa-') as cache:
+        result = run_sweep('zoo eval-video', args, models, plan, evaluate, videoqa_page, protocol, base_row,
+                           failed_row=dict(acc=float('nan'), n=0))
     return dict(result, predictions=result['extras'].get('predictions', []))
 
 

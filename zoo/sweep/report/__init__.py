@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
@@ -152,40 +153,39 @@ def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]
 
 
 # ---- writers of one page as a whole set (the sweeps use the engine; these serve scripts and tests) -----------------
-def _status(rows: List[Dict[str, Any]], total: Optional[int]) -> Dict[str, Any]:
+def _write_page(page: Callable[..., Dict[str, Writer]], rows: List[Dict[str, Any]], models: List[Dict[str, Any]],
+                protocol: Dict[str, Any], out_dir: str, notes: Sequence[str], total: Optional[int],
+                extras: Dict[str, Any]) -> Dict[str, str]:
     total = len(rows) if total is None else total
     failed = sum(1 for r in rows if r.get('error'))
-    return dict(done=len(rows), total=total, failed=failed, complete=len(rows) >= total)
+    status = dict(done=len(rows), total=total, failed=failed, complete=len(rows) >= total)
+    state = SimpleNamespace(rows=rows, total=total, extras=extras)
+    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows,
+                                                extras=extras), page(state, models, protocol, notes))
 
 
 def write_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any], out_dir: str,
                  notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
     """Write a resolution sweep's result set (see :func:`resolution_page`; ``protocol['unreadable']``: a list of
     ``[path, error]`` or a dict). Returns the paths."""
-    bad = dict(protocol.get('unreadable') or {})
-    status = _status(rows, total)
-    files = resolution_page(rows, models, protocol, bad, notes, status['total'])
-    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows), files)
+    return _write_page(resolution_page, rows, models, protocol, out_dir, notes, total,
+                       dict(unreadable=dict(protocol.get('unreadable') or {})))
 
 
 def write_frames_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
                         out_dir: str, notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
     """Write a frames sweep's result set (see :func:`frames_page`). Returns the paths."""
-    bad = dict(protocol.get('unreadable') or {})
-    status = _status(rows, total)
-    files = frames_page(rows, models, protocol, bad, notes, status['total'])
-    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows), files)
+    return _write_page(frames_page, rows, models, protocol, out_dir, notes, total,
+                       dict(unreadable=dict(protocol.get('unreadable') or {})))
 
 
 def write_video_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
                        out_dir: str, predictions: List[Dict[str, Any]], frame_log: Dict[str, Any],
                        notes: Sequence[str] = (), total: Optional[int] = None) -> Dict[str, str]:
     """Write a video-QA sweep's result set (see :func:`videoqa_page`). Returns the paths."""
-    bad = dict(protocol.get('unreadable') or {})
-    status = _status(rows, total)
-    files = videoqa_page(rows, models, protocol, bad, notes, status['total'], predictions)
-    return write_result_set(out_dir, rows, dict(status=status, protocol=protocol, models=models, results=rows,
-                                                extras=dict(predictions=predictions, frames=frame_log)), files)
+    return _write_page(videoqa_page, rows, models, protocol, out_dir, notes, total,
+                       dict(predictions=predictions, frames=frame_log,
+                            unreadable=dict(protocol.get('unreadable') or {})))
 
 
 def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:

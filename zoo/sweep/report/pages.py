@@ -65,6 +65,27 @@ def _unreadable(bad: Dict[str, str], what: str) -> List[str]:
     return out
 
 
+def _models_table(models: List[Dict[str, Any]], columns: Sequence[tuple]) -> List[str]:
+    """The protocol's model table: ``columns`` = ``(heading, model info -> cell text)`` pairs."""
+    lines = ['| ' + ' | '.join(h for h, _ in columns) + ' |', '|' + '---|' * len(columns)]
+    return lines + ['| ' + ' | '.join(str(cell(m)) for _, cell in columns) + ' |' for m in models]
+
+
+def _finish(files: Files, md: List[str], unreadable: Dict[str, str], what: str) -> Files:
+    """Add the unreadable inputs to the page and the page to the files."""
+    files['report.md'] = '\n'.join(md + _unreadable(unreadable, what)) + '\n'
+    return files
+
+
+_MODEL = ('model', lambda m: m['label'])
+_NAME = ('timm model', lambda m: f'`{m["model"]}`')
+_CHECKPOINT = ('checkpoint', lambda m: f'`{m["checkpoint"]}`')
+_FAMILY = ('PE family', lambda m: m['family'])
+_ADAPTS = ('how the PE adapts to a new grid', lambda m: m['adaptation'])
+_STRATEGY = ('extrapolation', lambda m: m.get('extrapolation_desc') or '-')
+_CLIP = ('trained at', lambda m: f'{m["train_frames"]} frames x {m["train_size"]} px')
+
+
 def _plot(func: Callable[..., None], *args: Any) -> Callable[[str], None]:
     """A writer for the result set: ``func(*args)`` drawn to the path it is given."""
     return lambda path: func(args[0], path, *args[1:])
@@ -75,10 +96,17 @@ def _where(protocol: Dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- eval-resolution
-def resolution_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
-                    unreadable: Dict[str, str], notes: Sequence[str], total: int) -> Files:
+def resolution_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, Any], notes: Sequence[str]) -> Files:
     """``report.md``, ``scaling.png``, ``heatmap.png`` (and ``extrapolation.png`` with strategies) of a resolution
-    sweep. Rows: one per (model, size): ``label, size, train_size, top1, top5, n, images_per_s, error`` and more."""
+    sweep.
+
+    Args:
+        state: ``rows`` (one per (model, size): ``label, size, train_size, top1, top5, n, images_per_s, error`` and
+            more), ``extras`` (``unreadable``: path -> error) and ``total`` (cells planned), as
+            :class:`zoo.sweep.engine.SweepState`.
+        models: one info dict per model (``label, model, checkpoint, family, adaptation, train_size`` ...).
+    """
+    rows, total, unreadable = state.rows, state.total, state.extras.get('unreadable', {})
     df = pd.DataFrame(rows)
     files: Files = {}
     n = int(df['n'].max()) if len(df) and df['n'].notna().any() else 0
@@ -119,22 +147,18 @@ def resolution_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], pr
               f'`{protocol["clip_templates"]}` templates.'] if protocol.get('clip_templates') else []),
            '- **Weights**: ' + ', '.join(f'{m["label"]}: {m.get("weights", "raw")}' for m in models) +
            ' (raw = the trained weights, EMA = their exponential moving average, chosen with `--use-ema`).',
-           '', '| model | timm model | checkpoint | weights | PE family | trained at | how the PE adapts to a new '
-           'grid | extrapolation |', '|---|---|---|---|---|---|---|---|']
-    for m in models:
-        md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m.get("weights", "raw")} | '
-                  f'{m["family"]} | {m["train_size"]} px | {m["adaptation"]} | {m.get("extrapolation_desc") or "-"} |')
-    md += _unreadable(unreadable, 'images')
-    files['report.md'] = '\n'.join(md) + '\n'
-    return files
+           '']
+    md += _models_table(models, [_MODEL, _NAME, _CHECKPOINT, ('weights', lambda m: m.get('weights', 'raw')), _FAMILY,
+                                 ('trained at', lambda m: f'{m["train_size"]} px'), _ADAPTS, _STRATEGY])
+    return _finish(files, md, unreadable, 'images')
 
 
 # ------------------------------------------------------------------------------------------------------- eval-frames
-def frames_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
-                unreadable: Dict[str, str], notes: Sequence[str], total: int) -> Files:
+def frames_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, Any], notes: Sequence[str]) -> Files:
     """``report.md``, ``scaling.png`` and one ``heatmap_<label>.png`` per model (frames x size) of a frames sweep.
-    Rows: one per (model, frames, size) with ``label, frames, size, train_frames, train_size, top1, top5, n,
-    clips_per_s, error``."""
+    As :func:`resolution_page`; rows: one per (model, frames, size) with ``label, frames, size, train_frames,
+    train_size, top1, top5, n, clips_per_s, error``."""
+    rows, total, unreadable = state.rows, state.total, state.extras.get('unreadable', {})
     df = pd.DataFrame(rows)
     files: Files = {}
     n = int(df['n'].max()) if len(df) and df['n'].notna().any() else 0
@@ -173,24 +197,19 @@ def frames_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protoc
            f'- **Accuracy** = correct predictions / readable clips over the whole folder. Unreadable clips: '
            f'{len(unreadable)} (excluded from every count).',
            f'- Batch {protocol["batch_size"]}, {protocol["device"]}{", AMP" if protocol.get("amp") else ""}; '
-           f'weights: {protocol["weights"]}.', '',
-           '| model | timm model | checkpoint | PE family | trained at | how the PE adapts to a new grid | '
-           'extrapolation |', '|---|---|---|---|---|---|---|']
-    for m in models:
-        md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m["family"]} | {m["train_frames"]} '
-                  f'frames x {m["train_size"]} px | {m["adaptation"]} | {m.get("extrapolation_desc") or "-"} |')
-    md += _unreadable(unreadable, 'clips')
-    files['report.md'] = '\n'.join(md) + '\n'
-    return files
+           f'weights: {protocol["weights"]}.', '']
+    md += _models_table(models, [_MODEL, _NAME, _CHECKPOINT, _FAMILY, _CLIP, _ADAPTS, _STRATEGY])
+    return _finish(files, md, unreadable, 'clips')
 
 
 # -------------------------------------------------------------------------------------------------------- eval-video
-def videoqa_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], protocol: Dict[str, Any],
-                 unreadable: Dict[str, str], notes: Sequence[str], total: int,
-                 predictions: List[Dict[str, Any]]) -> Files:
-    """``report.md``, ``accuracy.png`` and (with V-NIAH items) ``vniah.png`` of a video-QA sweep. Rows: one per
-    (model, frames, size) with ``acc``, ``acc_qa``, ``acc_vniah``, ``chance_qa``, ``chance_vniah``, ``acc:<task>``,
-    counts and timings; ``predictions``: one dict per item and row."""
+def videoqa_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, Any], notes: Sequence[str]) -> Files:
+    """``report.md``, ``accuracy.png`` and (with V-NIAH items) ``vniah.png`` of a video-QA sweep. As
+    :func:`resolution_page`; rows: one per (model, frames, size) with ``acc``, ``acc_qa``, ``acc_vniah``,
+    ``chance_qa``, ``chance_vniah``, ``acc:<task>``, counts and timings; ``state.extras['predictions']``: one dict per
+    item and row."""
+    rows, total, unreadable = state.rows, state.total, state.extras.get('unreadable', {})
+    predictions = state.extras.get('predictions', [])
     df = pd.DataFrame(rows)
     pr = pd.DataFrame(predictions)
     files: Files = {}
@@ -248,11 +267,6 @@ def videoqa_page(rows: List[Dict[str, Any]], models: List[Dict[str, Any]], proto
            '- Scoring: the option letter the model writes (else a 0-based index, a letter in parentheses, or an '
            f'option\'s exact text); when none is read, a random option seeded by ({protocol["seed"]}, item id) is '
            'scored and counted as a fallback.',
-           f'- Unreadable videos: {len(unreadable)} (left out of every count).', '',
-           '| model | timm-style name | checkpoint | trained at |', '|---|---|---|---|']
-    for m in models:
-        md.append(f'| {m["label"]} | `{m["model"]}` | `{m["checkpoint"]}` | {m["train_frames"]} frames x '
-                  f'{m["train_size"]} px |')
-    md += _unreadable(unreadable, 'videos')
-    files['report.md'] = '\n'.join(md) + '\n'
-    return files
+           f'- Unreadable videos: {len(unreadable)} (left out of every count).', '']
+    md += _models_table(models, [_MODEL, ('timm-style name', _NAME[1]), _CHECKPOINT, _CLIP])
+    return _finish(files, md, unreadable, 'videos')
