@@ -1,6 +1,7 @@
 """The data floor (imports nothing above it): image and video folders that count unreadable files instead of
-crashing, a video reader (decord, or PyAV where decord has no wheel) with logged frame sampling, splits and loaders
-(:mod:`zoo.datasets.splits`), atomic writes (:mod:`zoo.datasets.files`), video-QA benchmark readers (:mod:`zoo.datasets.videoqa`) and synthetic video generators
+crashing (one safe-folder base, :mod:`zoo.datasets.folder`), a video reader (decord, or PyAV where decord has no wheel)
+with logged frame sampling, splits and loaders (:mod:`zoo.datasets.splits`), atomic writes
+(:mod:`zoo.datasets.files`), video-QA benchmark readers (:mod:`zoo.datasets.videoqa`) and synthetic video generators
 (:mod:`zoo.datasets.synthetic_video`, :mod:`zoo.datasets.synthetic_videoqa`)."""
 from .image_folder import BadSample, SafeImageFolder, collate_skip_bad, find_split, open_image_folder
 from .video import (VIDEO_EXTENSIONS, FrameCache, FrameSampling, VideoClip, VideoInfo, VideoReadError, frames_to_clip,

@@ -1,10 +1,11 @@
 """Video folders (``root/<split>/<class>/<video>``) for training and evaluating video models.
 
-The same rules as :mod:`zoo.datasets.image_folder`: classes are the sorted sub-folder names; class folders and files
-that resolve outside the data root (symlinks) are skipped, counted in :attr:`SafeVideoFolder.outside` and logged; a
-video that cannot be read (missing, undecodable, truncated, zero frames) comes back as a :class:`BadVideo` (a
-:class:`~zoo.datasets.image_folder.BadSample` with a ``reason``) that :func:`collate_skip_bad` sets aside, so the loop
-counts and reports it. Nothing stops a run, nothing is skipped silently.
+The same rules as :mod:`zoo.datasets.image_folder` (both folders are :class:`~zoo.datasets.folder.SafeFolderMixin` s):
+classes are the sorted sub-folder names; class folders and files that resolve outside the data root (symlinks) are
+skipped, counted in :attr:`SafeVideoFolder.outside` and logged; a video that cannot be read (missing, undecodable,
+truncated, zero frames) comes back as a :class:`BadVideo` (a :class:`~zoo.datasets.folder.BadSample` with a
+``reason``) that :func:`collate_video_skip_bad` sets aside, so the loop counts and reports it. Nothing stops a run,
+nothing is skipped silently.
 
 Items are ``(clip, target)`` with ``clip`` float32 ``(C, T, H, W)`` normalised by ``mean`` / ``std``; with
 ``return_info=True`` a third element holds the sampled frame indices and timestamps (collate with
@@ -12,8 +13,6 @@ Items are ``(clip, target)`` with ``clip`` float32 ``(C, T, H, W)`` normalised b
 """
 from __future__ import annotations
 
-import logging
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -23,10 +22,8 @@ import torch
 from torch.utils.data import default_collate
 from torchvision.datasets import DatasetFolder
 
-from .image_folder import BadSample, _inside, find_split
+from .folder import BadSample, SafeFolderMixin, evaluation_root, split_bad
 from .video import VIDEO_EXTENSIONS, FrameCache, FrameSampling, VideoReadError, frames_to_clip, read_video
-
-_logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['BadVideo', 'SafeVideoFolder', 'collate_video_skip_bad', 'count_bad', 'open_video_folder']
 
@@ -47,7 +44,7 @@ def count_bad(bad: Iterable[BadSample]) -> Dict[str, int]:
     return dict(sorted(c.items()))
 
 
-class SafeVideoFolder(DatasetFolder):
+class SafeVideoFolder(SafeFolderMixin, DatasetFolder):
     """A folder of class sub-folders of videos whose ``__getitem__`` returns a :class:`BadVideo` for a bad file.
 
     Args:
@@ -77,46 +74,19 @@ class SafeVideoFolder(DatasetFolder):
         ValueError: ``root`` resolves outside ``data_root``.
     """
 
+    kind = 'video'
+
     def __init__(self, root: str, sampling: Optional[FrameSampling] = None, size: Any = 224,
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  transform: Optional[Callable] = None, max_per_class: Optional[int] = None,
                  data_root: Optional[str] = None, cache_dir: Optional[str] = None, seed: int = 0,
                  return_info: bool = False, on_truncated: str = 'error',
                  extensions: Sequence[str] = VIDEO_EXTENSIONS):
-        if not os.path.isdir(root):
-            raise FileNotFoundError(f'video folder {root!r} does not exist')
-        self.data_root = os.path.realpath(data_root if data_root is not None else root)
-        if not _inside(os.path.realpath(root), self.data_root):
-            raise ValueError(f'video folder {root!r} resolves outside the data root {data_root!r}')
+        self._check_root(root, data_root)
         if on_truncated not in ('error', 'clamp'):
             raise ValueError(f"on_truncated must be 'error' or 'clamp', got {on_truncated!r}")
-        self.outside: List[str] = []
         exts = tuple(e.lower() for e in extensions)
-        try:
-            super().__init__(root, loader=None, extensions=exts, transform=None)
-        except FileNotFoundError as e:
-            raise FileNotFoundError(
-                f'no videos in {root!r}: expected {root}/<class name>/<video> with extensions '
-                f'{", ".join(exts)} ({e})') from None
-        keep = [(p, t) for p, t in self.samples if _inside(os.path.realpath(p), self.data_root)]
-        if len(keep) != len(self.samples):
-            kept = set(keep)
-            self.outside.extend(p for p, t in self.samples if (p, t) not in kept)
-            self.samples = keep
-        if self.outside:
-            _logger.warning('%s: skipped %d class folder(s) / file(s) resolving outside the data root %s (not read), '
-                            'e.g. %s', root, len(self.outside), self.data_root, ', '.join(self.outside[:3]))
-        if not self.samples:
-            raise FileNotFoundError(f'no videos in {root!r} inside the data root {self.data_root!r}')
-        if max_per_class is not None:
-            seen: Counter = Counter()
-            keep = []
-            for path, target in self.samples:
-                if seen[target] < max_per_class:
-                    seen[target] += 1
-                    keep.append((path, target))
-            self.samples = keep
-        self.targets = [t for _, t in self.samples]
+        self._read_samples(root, max_per_class, exts, loader=None, extensions=exts, transform=None)
         self.sampling = sampling if sampling is not None else FrameSampling('uniform', 8)
         self.size = size
         self.mean, self.std = tuple(mean), tuple(std)
@@ -127,19 +97,6 @@ class SafeVideoFolder(DatasetFolder):
         self.return_info = return_info
         self.on_truncated = on_truncated
         self.bad_counts: Counter = Counter()
-
-    def find_classes(self, directory: str) -> Tuple[List[str], Dict[str, int]]:
-        """torchvision's class discovery (sorted names), without class folders resolving outside the data root."""
-        classes, _ = super().find_classes(directory)
-        ok = []
-        for c in classes:
-            if _inside(os.path.realpath(os.path.join(directory, c)), self.data_root):
-                ok.append(c)
-            else:
-                self.outside.append(os.path.join(directory, c))
-        if not ok:
-            raise FileNotFoundError(f'Couldn\'t find any class folder in {directory} inside the data root.')
-        return ok, {c: i for i, c in enumerate(ok)}
 
     def set_epoch(self, epoch: int) -> None:
         """Change the random frame offsets (``sampling.random``) for a new epoch."""
@@ -171,8 +128,7 @@ def collate_video_skip_bad(batch: Sequence[Any]) -> Tuple[torch.Tensor, torch.Te
         (``index`` ``(B',)``, ``frame_indices`` ``(B', T)``, ``timestamps`` ``(B', T)``) or ``None`` when items carry
         none. ``B'`` may be 0 (then the tensors are empty).
     """
-    bad = [s for s in batch if isinstance(s, BadSample)]
-    good = [s for s in batch if not isinstance(s, BadSample)]
+    good, bad = split_bad(batch)
     if not good:
         return torch.empty(0), torch.empty(0, dtype=torch.long), bad, None
     if len(good[0]) == 3:
@@ -190,11 +146,4 @@ def open_video_folder(data_dir: str, split: Optional[str] = None, **kwargs: Any)
         FileNotFoundError: missing folder, no class folders, or no videos.
         ValueError: a split name leading outside ``data_dir``.
     """
-    if split:
-        root = find_split(data_dir, [split], 'evaluation')
-    elif not os.path.isdir(data_dir):
-        raise FileNotFoundError(f'data dir {data_dir!r} does not exist')
-    else:
-        root = next((os.path.join(data_dir, n) for n in ('val', 'test') if os.path.isdir(os.path.join(data_dir, n))),
-                    data_dir)
-    return SafeVideoFolder(root, data_root=data_dir, **kwargs)
+    return SafeVideoFolder(evaluation_root(data_dir, split), data_root=data_dir, **kwargs)

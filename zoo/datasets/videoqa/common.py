@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..image_folder import _inside
+from ..folder import _inside
 from ..video import VIDEO_EXTENSIONS
 
 _logger = logging.getLogger('zoo.datasets')
@@ -226,6 +226,61 @@ def add_record(records: List[VideoQARecord], report: LoadReport, resolver: Video
         report.skip(reason, rid, str(video_name))
         return
     records.append(VideoQARecord(video=path, **fields))
+
+
+#: the fields every item of an MVBench-style task file (``<root>/json/<task>.json``) needs
+CANDIDATE_KEYS = ('video', 'question', 'candidates', 'answer')
+
+
+def read_json_tasks(root: str, tasks: Optional[Sequence[str]], benchmark: str, title: str, layout: str,
+                    dirs: Callable[[str], List[str]],
+                    fields: Callable[[str, Dict[str, Any]], Dict[str, Any]]) -> Tuple[List[VideoQARecord], LoadReport]:
+    """Read MVBench-style task files: ``<root>/json/<task>.json``, each a JSON list of ``{"video", "question",
+    "candidates": [str, ...], "answer": <text of the right candidate>, ...}`` (MVBench, MLVU).
+
+    Row ids are ``<task>/<index>``; a row without the :data:`CANDIDATE_KEYS` or with fewer than 2 candidates is
+    counted as ``malformed_row``, an answer that is none of the candidates as ``answer_not_in_options``.
+
+    Args:
+        root: data root.
+        tasks: task names (JSON file stems) to read; ``None``: all.
+        benchmark: registry name, stored in the report and the records.
+        title: the benchmark's name in messages (``'MVBench'``).
+        layout: the expected layout, in messages.
+        dirs: the folders (relative to ``root``) that hold a task's videos, in search order.
+        fields: more record fields (``task``, ``category``, ``start``, ``extra``, ...) of a task's row.
+
+    Raises:
+        BenchmarkFormatError: no ``json/*.json``, a requested task missing, or a file of another format.
+    """
+    files = find_files(root, ['json/*.json'])
+    if not files:
+        raise BenchmarkFormatError(f'no {title} annotation files in {root!r}: expected {layout}')
+    by_task = {os.path.splitext(os.path.basename(f))[0]: f for f in files}
+    if tasks:
+        missing = [t for t in tasks if t not in by_task]
+        if missing:
+            raise BenchmarkFormatError(f'{title} tasks {missing} not in {root}/json (found: {", ".join(by_task)})')
+        by_task = {t: by_task[t] for t in tasks}
+    report = LoadReport(benchmark, root, annotation_files=list(by_task.values()))
+    resolver = VideoResolver(root)
+    records: List[VideoQARecord] = []
+    for task, path in by_task.items():
+        items = require_list_of_dicts(read_json(path, layout), path, CANDIDATE_KEYS, layout)
+        task_dirs = dirs(task)
+        for i, it in enumerate(items):
+            report.rows += 1
+            rid = f'{task}/{i}'
+            cands = it.get('candidates')
+            if not all(k in it for k in CANDIDATE_KEYS) or not isinstance(cands, list) or len(cands) < 2:
+                report.skip('malformed_row', rid, 'needs video, question, candidates (a list of >= 2), answer')
+                continue
+            options = [text(c) for c in cands]
+            ans = text(it['answer'])
+            add_record(records, report, resolver, it['video'], dirs=task_dirs, id=rid, question=text(it['question']),
+                       options=options, answer=options.index(ans) if ans in options else -1, benchmark=benchmark,
+                       **fields(task, it))
+    return records, report
 
 
 def read_json(path: str, expected: str) -> Any:
