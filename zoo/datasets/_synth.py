@@ -1,11 +1,17 @@
-"""Shared pieces of the synthetic video generators: MP4 writing through PyAV, shapes, colours, real-clip backgrounds."""
+"""Shared pieces of the synthetic video generators: MP4 writing through PyAV, shapes, colours, real-clip backgrounds,
+the set's ``meta.json`` and the command-line options and entry point."""
 from __future__ import annotations
 
+import argparse
 import glob
+import inspect
+import json
 import logging
 import os
+import sys
+import time
 from fractions import Fraction
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -130,3 +136,80 @@ def pick_background(segs: List[np.ndarray], t: int, rng: np.random.Generator) ->
     if rng.random() < 0.5:
         out = out[:, :, ::-1].copy()
     return out
+
+
+def check_size(size: int) -> None:
+    """Raise ``ValueError`` unless ``size`` is an even number of pixels >= 16 (yuv420p H.264 needs even sizes)."""
+    if size < 16 or size % 2:
+        raise ValueError(f'--size must be an even number of pixels >= 16, got {size}')
+
+
+def write_meta(out_dir: str, meta: Dict[str, Any], clips_dir: Optional[str], t0: float) -> Dict[str, Any]:
+    """Write a generated set's metadata to ``<out_dir>/meta.json`` (atomically) and return it.
+
+    Args:
+        out_dir: the set's root.
+        meta: what the generator records (its name, arguments, counts).
+        clips_dir: the folder of real clips used (recorded as an absolute path, or ``None``).
+        t0: ``time.time()`` at the start; the seconds taken are recorded last.
+
+    Returns:
+        ``meta`` with ``clips_dir`` and ``seconds`` added.
+    """
+    from zoo.datasets.files import write_text_atomic
+    meta = dict(meta, clips_dir=os.path.abspath(clips_dir) if clips_dir else None,
+                seconds=round(time.time() - t0, 2))
+    write_text_atomic(os.path.join(out_dir, 'meta.json'), json.dumps(meta, indent=2) + '\n')
+    return meta
+
+
+def generator_parser(make: Callable[..., Dict[str, Any]], description: str, writes: str, count: Tuple[str, str],
+                     frames_help: str, fps_help: str, clips_for: str) -> argparse.ArgumentParser:
+    """The command-line parser of generator ``make`` (``make_videos`` -> ``zoo make-videos``) with the options every
+    generator has: ``--output``, a count (clips per class, items per task), ``--frames``, ``--size``, ``--fps``,
+    ``--seed`` and ``--clips-dir``; the generator adds its own.
+
+    Each option's ``dest`` is the parameter of ``make`` that it sets, and its default is that parameter's default, so
+    :func:`generator_main` can call ``make(**options)``.
+
+    Args:
+        make: the generator, ``make(out_dir, ...) -> meta``.
+        description: what the command writes.
+        writes: what ``--output`` receives (``'train/ and val/'``).
+        count: ``(parameter, help)`` of the count option (``('num_per_class', 'training clips per class')``).
+        frames_help: what ``--frames`` counts; the default is appended.
+        fps_help: what ``--fps`` sets; the default is appended.
+        clips_for: what the real clips of ``--clips-dir`` are used for.
+    """
+    default = {k: v.default for k, v in inspect.signature(make).parameters.items()}
+    p = argparse.ArgumentParser(prog='zoo ' + make.__name__.replace('_', '-'), description=description)
+    p.add_argument('--output', dest='out_dir', metavar='OUTPUT', required=True,
+                   help=f'output folder ({writes} are written in it)')
+    name, what = count
+    p.add_argument('--' + name.replace('_', '-'), type=int, default=default[name],
+                   help=f'{what} (default {default[name]})')
+    p.add_argument('--frames', dest='num_frames', metavar='FRAMES', type=int, default=default['num_frames'],
+                   help=f'{frames_help} (default {default["num_frames"]})')
+    p.add_argument('--size', type=int, default=default['size'],
+                   help=f'frame size in pixels, even (default {default["size"]})')
+    p.add_argument('--fps', type=int, default=default['fps'], help=f'{fps_help} (default {default["fps"]})')
+    p.add_argument('--seed', type=int, default=default['seed'])
+    p.add_argument('--clips-dir', default=default['clips_dir'],
+                   help=f'real clips for {clips_for} (default {default["clips_dir"]})')
+    return p
+
+
+def generator_main(parser: argparse.ArgumentParser, make: Callable[..., Dict[str, Any]], argv: Optional[List[str]],
+                   summary: Callable[[Dict[str, Any]], str]) -> int:
+    """A generator's command: parse ``argv`` (a :func:`generator_parser`), write the set with ``make(**options)`` and
+    print ``wrote <summary(meta)> to <output> in <seconds> s``; returns 0."""
+    args = parser.parse_args(argv)
+    meta = make(**vars(args))
+    print(f'wrote {summary(meta)} to {args.out_dir} in {meta["seconds"]:.1f} s')
+    return 0
+
+
+def run_script(main: Callable[[], int]) -> None:
+    """Run a generator's ``main`` as a script (``python -m ...``): log to stderr at INFO, exit with its status."""
+    logging.basicConfig(level=logging.INFO, format='%(message)s')
+    sys.exit(main())

@@ -15,7 +15,6 @@ from its own generator seeded by ``(seed, split, class, index)``: the same argum
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
@@ -24,8 +23,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from ._synth import COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, paint, pick_background, shape_mask, \
-    write_mp4
+from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, check_size, generator_main,
+                     generator_parser, paint, pick_background, run_script, shape_mask, write_meta, write_mp4)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -55,7 +54,8 @@ def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rn
         first, second = ('red', 'blue') if cls == 'order_red_first' else ('blue', 'red')
         left = rng.random() < 0.5  # which side the first square is on
         xs = (rng.uniform(r, size / 2 - r), rng.uniform(size / 2 + r, size - r))
-        pos = [(xs[0] if left else xs[1], rng.uniform(r, size - r)), (xs[1] if left else xs[0], rng.uniform(r, size - r))]
+        pos = [(xs[0] if left else xs[1], rng.uniform(r, size - r)),
+               (xs[1] if left else xs[0], rng.uniform(r, size - r))]
         t1 = int(rng.integers(int(0.1 * num_frames), int(0.35 * num_frames) + 1))
         t2 = int(rng.integers(t1 + max(2, int(0.2 * num_frames)), int(0.75 * num_frames) + 1))
         for t, f in enumerate(frames):
@@ -106,8 +106,7 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         raise ValueError(f'--num-per-class must be >= 1 (got {num_per_class}) and val_per_class >= 0')
     if num_frames < 4:
         raise ValueError(f'--frames must be >= 4 so that motion and order can be seen, got {num_frames}')
-    if size < 16 or size % 2:
-        raise ValueError(f'--size must be an even number of pixels >= 16, got {size}')
+    check_size(size)
     if fps < 1:
         raise ValueError(f'fps must be >= 1, got {fps}')
     bad = [c for c in classes if c not in CLASSES]
@@ -125,41 +124,28 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         os.makedirs(folder, exist_ok=True)
         write_mp4(os.path.join(folder, f'{cls}_{i:05d}.mp4'), frames, fps=fps)
     meta = dict(generator='zoo.datasets.synthetic_video', classes=list(classes), num_per_class=counts,
-                num_frames=num_frames, size=size, fps=fps, seed=seed,
-                clips_dir=os.path.abspath(clips_dir) if clips_dir else None, num_background_segments=len(segs),
-                seconds=round(time.time() - t0, 2))
-    from zoo.datasets.files import write_text_atomic
-    write_text_atomic(os.path.join(out_dir, 'meta.json'), json.dumps(meta, indent=2) + '\n')
-    return meta
+                num_frames=num_frames, size=size, fps=fps, seed=seed, num_background_segments=len(segs))
+    return write_meta(out_dir, meta, clips_dir, t0)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='zoo make-videos', description='Write a labelled synthetic video set (real MP4 '
-                                'files, classes that need time: direction, order, speed) in video-folder layout.')
-    p.add_argument('--output', required=True, help='output folder (train/ and val/ are written in it)')
-    p.add_argument('--num-per-class', type=int, default=32, help='training clips per class (default 32)')
+    p = generator_parser(make_videos, 'Write a labelled synthetic video set (real MP4 files, classes that need time: '
+                         'direction, order, speed) in video-folder layout.', 'train/ and val/',
+                         ('num_per_class', 'training clips per class'), 'frames per clip',
+                         'frame rate written in the files', 'the backgrounds')
     p.add_argument('--val-per-class', type=int, default=None, help='validation clips per class (default N/4)')
-    p.add_argument('--frames', type=int, default=16, help='frames per clip (default 16)')
-    p.add_argument('--size', type=int, default=64, help='frame size in pixels, even (default 64)')
-    p.add_argument('--fps', type=int, default=8, help='frame rate written in the files (default 8)')
-    p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--clips-dir', default=DEFAULT_CLIPS_DIR,
-                   help='real clips for the backgrounds (default ../shared/data/videos)')
     return p
+
+
+def _summary(meta: Dict) -> str:
+    n = sum(meta['num_per_class'].values()) * len(meta['classes'])
+    return f'{n} clips ({len(meta["classes"])} classes, {meta["num_frames"]} frames of {meta["size"]}x{meta["size"]})'
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``zoo make-videos``: parse ``argv``, write the set, print a one-line summary."""
-    args = build_parser().parse_args(argv)
-    meta = make_videos(args.output, num_per_class=args.num_per_class, num_frames=args.frames, size=args.size,
-                       seed=args.seed, clips_dir=args.clips_dir, val_per_class=args.val_per_class, fps=args.fps)
-    n = sum(meta['num_per_class'].values()) * len(meta['classes'])
-    print(f'wrote {n} clips ({len(meta["classes"])} classes, {args.frames} frames of {args.size}x{args.size}) to '
-          f'{args.output} in {meta["seconds"]:.1f} s')
-    return 0
+    return generator_main(build_parser(), make_videos, argv, _summary)
 
 
 if __name__ == '__main__':
-    import sys
-    logging.basicConfig(level=logging.INFO, format='%(message)s')
-    sys.exit(main())
+    run_script(main)

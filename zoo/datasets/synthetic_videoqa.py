@@ -30,8 +30,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
-from ._synth import COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, list_clips, paint, pick_background, \
-    shape_mask, write_mp4
+from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, check_size, generator_main,
+                     generator_parser, list_clips, paint, pick_background, run_script, shape_mask, write_meta,
+                     write_mp4)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -150,7 +151,8 @@ def _needle(size: int, o: Tuple[str, str]) -> np.ndarray:
 
 def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, size: int = 64, seed: int = 0,
                  clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, fps: int = 8, tasks: Sequence[str] = _ALL,
-                 niah_lengths: Sequence[int] = (32, 64, 128), niah_depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+                 niah_lengths: Sequence[int] = (32, 64, 128),
+                 niah_depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                  niah_per_cell: int = 2, needle_span: int = 1, haystack_fps: float = 2.0,
                  progress: bool = True) -> Dict:
     """Write the synthetic video-QA set.
@@ -184,8 +186,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         raise ValueError(f'--num-per-task and --niah-per-cell must be >= 1 (got {num_per_task}, {niah_per_cell})')
     if num_frames < 12:
         raise ValueError(f'--frames must be >= 12 for the temporal tasks, got {num_frames}')
-    if size < 16 or size % 2:
-        raise ValueError(f'--size must be an even number of pixels >= 16, got {size}')
+    check_size(size)
     if needle_span < 1 or any(int(L) < needle_span + 1 for L in niah_lengths) or not niah_lengths:
         raise ValueError(f'--niah-lengths must be > needle span {needle_span} frames, got {list(niah_lengths)}')
     if not niah_depths or any(not 0.0 <= float(d) <= 1.0 for d in niah_depths):
@@ -236,21 +237,15 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
     meta = dict(generator='zoo.datasets.synthetic_videoqa', format='mvbench', tasks=list(tasks),
                 items={t: len(v) for t, v in items.items()}, num_frames=num_frames, size=size, fps=fps, seed=seed,
                 niah_lengths=[int(x) for x in niah_lengths], niah_depths=[float(x) for x in niah_depths],
-                niah_per_cell=niah_per_cell, needle_span=needle_span, haystack_fps=haystack_fps,
-                clips_dir=os.path.abspath(clips_dir) if clips_dir else None, seconds=round(time.time() - t0, 2))
-    write_text_atomic(os.path.join(out_dir, 'meta.json'), json.dumps(meta, indent=2) + '\n')
-    return meta
+                niah_per_cell=niah_per_cell, needle_span=needle_span, haystack_fps=haystack_fps)
+    return write_meta(out_dir, meta, clips_dir, t0)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='zoo make-videoqa', description='Write a synthetic video-QA set (real MP4 '
-                                'files, MVBench-format JSON): temporal questions and V-NIAH on real clips.')
-    p.add_argument('--output', required=True, help='output folder (json/ and video/ are written in it)')
-    p.add_argument('--num-per-task', type=int, default=16, help='items per procedural task (default 16)')
-    p.add_argument('--frames', type=int, default=32, help='frames per procedural clip (default 32)')
-    p.add_argument('--size', type=int, default=64, help='frame size in pixels, even (default 64)')
-    p.add_argument('--fps', type=int, default=8, help='frame rate of the procedural clips (default 8)')
-    p.add_argument('--seed', type=int, default=0)
+    p = generator_parser(make_videoqa, 'Write a synthetic video-QA set (real MP4 files, MVBench-format JSON): temporal '
+                         'questions and V-NIAH on real clips.', 'json/ and video/',
+                         ('num_per_task', 'items per procedural task'), 'frames per procedural clip',
+                         'frame rate of the procedural clips', 'backgrounds and haystacks')
     p.add_argument('--tasks', nargs='+', default=list(_ALL), choices=list(_ALL), help='tasks to write (default all)')
     p.add_argument('--niah-lengths', type=int, nargs='+', default=[32, 64, 128], help='haystack lengths in frames')
     p.add_argument('--niah-depths', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0],
@@ -258,24 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--niah-per-cell', type=int, default=2, help='V-NIAH items per length x depth (default 2)')
     p.add_argument('--needle-span', type=int, default=1, help='frames the needle occupies (default 1)')
     p.add_argument('--haystack-fps', type=float, default=2.0, help='haystack frames per second of real clip')
-    p.add_argument('--clips-dir', default=DEFAULT_CLIPS_DIR,
-                   help='real clips for backgrounds and haystacks (default ../shared/data/videos)')
     return p
+
+
+def _summary(meta: Dict) -> str:
+    return f'{sum(meta["items"].values())} items ({", ".join(f"{k}={v}" for k, v in meta["items"].items())})'
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``zoo make-videoqa``: parse ``argv``, write the set, print a one-line summary."""
-    a = build_parser().parse_args(argv)
-    meta = make_videoqa(a.output, num_per_task=a.num_per_task, num_frames=a.frames, size=a.size, seed=a.seed,
-                        clips_dir=a.clips_dir, fps=a.fps, tasks=a.tasks, niah_lengths=a.niah_lengths,
-                        niah_depths=a.niah_depths, niah_per_cell=a.niah_per_cell, needle_span=a.needle_span,
-                        haystack_fps=a.haystack_fps)
-    print(f'wrote {sum(meta["items"].values())} items ({", ".join(f"{k}={v}" for k, v in meta["items"].items())}) '
-          f'to {a.output} in {meta["seconds"]:.1f} s')
-    return 0
+    return generator_main(build_parser(), make_videoqa, argv, _summary)
 
 
 if __name__ == '__main__':
-    import sys
-    logging.basicConfig(level=logging.INFO, format='%(message)s')
-    sys.exit(main())
+    run_script(main)
