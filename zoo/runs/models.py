@@ -15,7 +15,7 @@ from .checkpoints import load_checkpoint
 
 __all__ = ['create_zoo_model', 'load_weights', 'patch_size_of', 'is_zoo_model', 'pe_of', 'check_model_identity',
            'is_video_model', 'video_num_frames', 'model_mean_std', 'run_checkpoint', 'model_sources', 'load_model',
-           'load_video_llm', 'is_video_llm', 'unique_labels']
+           'load_video_llm', 'is_video_llm', 'unique_labels', 'recorded_model_name']
 
 _logger = logging.getLogger(__name__)
 
@@ -362,6 +362,14 @@ def load_model(entry: Dict[str, Any], model_kwargs: Optional[Dict[str, Any]] = N
     return model.eval(), dict(meta, model_name=name, model_kwargs=kwargs)
 
 
+def recorded_model_name(path: str) -> Optional[str]:
+    """The model name a checkpoint records (``None`` for ``pretrained`` or a file that records none)."""
+    from .checkpoints import checkpoint_meta
+    if path == 'pretrained':
+        return None
+    return checkpoint_meta(load_checkpoint(path)).get('model_name')
+
+
 def is_video_llm(name: Optional[str]) -> bool:
     """True for a video-LLM name (``pe_vlm_<size>_<scheme>``, :func:`zoo.models.vlm.list_video_llms`)."""
     return isinstance(name, str) and name.startswith('pe_vlm_')
@@ -392,10 +400,9 @@ def load_video_llm(path: str, use_ema: bool = False) -> tuple:
             ``use_ema``.
         zoo.models.CheckpointMismatchError: the weights do not fit the recorded model.
     """
-    from .checkpoints import checkpoint_meta
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
-    name = checkpoint_meta(load_checkpoint(path)).get('model_name')
+    name = recorded_model_name(path)
     if not is_video_llm(name):
         what = f'records the model {name!r}' if name else 'records no model name'
         raise ValueError(f'{path!r} is not a video-LLM checkpoint ({what}); zoo eval-video takes zoo train-vlm '

@@ -36,6 +36,10 @@ from .report import frames_page
 _logger = logging.getLogger('zoo.sweep')
 
 
+#: Options of eval-resolution that mean nothing for clips (frames are resized on the shorter side, centre-cropped).
+_IMAGE_ONLY = {'--crop-pct': dict(type=float), '--interpolation': dict(), '--channels-last': dict(action='store_true')}
+
+
 def _add_options(p: argparse.ArgumentParser) -> None:
     """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
     p.add_argument('--data-dir', required=True, metavar='DIR', help='video folder root (or its parent with val/test)')
@@ -51,6 +55,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument('--frame-cache', metavar='DIR', default=None,
                    help='keep decoded frames here between runs (default: a temporary folder removed at the end)')
     p.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loader')
+    for flag, kw in _IMAGE_ONLY.items():  # eval-resolution's image options: refused with the reason
+        p.add_argument(flag, help=argparse.SUPPRESS, **kw)
     p.add_argument('--results-file', metavar='PATH', help='also write the result rows to this .csv or .json file')
 
 
@@ -90,6 +96,10 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """
     args = build_frames_parser().parse_args(argv)
     check_common(args)
+    given = [flag for flag in _IMAGE_ONLY if getattr(args, flag[2:].replace('-', '_')) not in (None, False)]
+    if given:
+        raise ValueError(f'{", ".join(given)} apply to image models; video frames are resized on the shorter side and '
+                         'centre-cropped to each --sizes value')
     frames, sizes = sorted(dict.fromkeys(args.frames)), sorted(dict.fromkeys(args.sizes))
     device = device_of(args)
     dtype = amp_dtype_of(args, device)

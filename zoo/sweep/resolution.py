@@ -26,7 +26,7 @@ from timm.data import create_transform, resolve_data_config
 from zoo.datasets import open_image_folder
 from zoo.datasets.splits import apply_class_map, check_class_folders, load_class_map
 from zoo.runs.checkpoints import write_results_file
-from zoo.runs.models import is_video_model, is_zoo_model, patch_size_of
+from zoo.runs.models import is_video_model, is_zoo_model, model_sources, patch_size_of, recorded_model_name
 from zoo.runs.options import INTERPOLATIONS, autocast
 from zoo.tasks import ImageClassificationTask
 from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
@@ -124,6 +124,8 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     sizes = sorted(dict.fromkeys(args.sizes))
     device = device_of(args)
     dtype = amp_dtype_of(args, device)
+    if not args.zero_shot:
+        _refuse_video_models(args)  # before the folder: a video folder holds no images, which would be the message
     probe = _open_folder(args)  # fails early on a missing / empty folder
     classes, data_root = probe.classes, probe.root
     models = with_strategies(_load_models(args, sizes, classes, data_root), args.extrapolation)
@@ -174,6 +176,15 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         _logger.warning('%d unreadable image(s) excluded from every count; listed in %s', len(bad),
                         result['paths']['md'])
     return dict(result, unreadable=len(bad))
+
+
+def _refuse_video_models(args) -> None:
+    """``ValueError`` for a video model among the models to evaluate (its recorded or given name)."""
+    for entry in model_sources(args.run, args.checkpoint, args.model):
+        name = entry['model'] or recorded_model_name(entry['checkpoint'])
+        if is_video_model(name):
+            raise ValueError(f'{name} ({entry["checkpoint"]}) is a video model (clips, not images); evaluate it with '
+                             'zoo eval-frames')
 
 
 def _load_models(args, sizes: List[int], classes: List[str], data_root: str) -> List[SweepModel]:
