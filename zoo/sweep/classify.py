@@ -87,8 +87,8 @@ def with_strategies(models: List[SweepModel], strategies: Optional[Sequence[str]
     """
     if not strategies:
         for m in models:
-            m.info.setdefault('extrapolation', '')
-            m.info.setdefault('extrapolation_desc', _describe(getattr(m.model, 'pe', None)))
+            m.info.setdefault('strategy', '')
+            m.info.setdefault('extrapolation', _describe(getattr(m.model, 'pe', None)))
         return models
     out = []
     for m in models:
@@ -105,7 +105,7 @@ def with_strategies(models: List[SweepModel], strategies: Optional[Sequence[str]
                     described = ext.describe() if ext is not None else ''
             except ValueError as e:
                 raise ValueError(f'--extrapolation {strategy} for {m.label}: {e}') from None
-            info = dict(m.info, extrapolation=strategy, extrapolation_desc=described, base_label=m.label)
+            info = dict(m.info, strategy=strategy, extrapolation=described, base_label=m.label)
             out.append(SweepModel(f'{m.label} · {strategy}', m.model, info))
     return out
 
@@ -128,7 +128,7 @@ def evaluate_classifier(m: SweepModel, dataset: Any, input_size: Dict[str, Any],
         ``loss``, ``per_s`` (inputs per second of forward time) and ``bad`` (the unreadable samples).
     """
     model = copy.deepcopy(m.model)
-    strategy = m.info.get('extrapolation')
+    strategy = m.info.get('strategy')
     if strategy and getattr(model, 'pe', None) is not None:
         model.pe.set_extrapolation(strategy)
     if any(input_size[k] != m.info['train_' + ('size' if k == 'img_size' else 'frames')] for k in input_size):

@@ -49,7 +49,7 @@ class SweepModel:
         model: the loaded model at its training input (evaluations work on copies or move it and back).
         info: JSON-able description written to ``results.json`` -> ``models`` and the report's protocol table
             (``model``, ``checkpoint``, ``train_size``, ``family`` ...). Its ``label``, ``model``, ``checkpoint`` and
-            ``extrapolation`` keys are part of the plan that ``--resume`` checks.
+            ``strategy`` (a variant's extrapolation strategy) keys are part of the plan that ``--resume`` checks.
     """
     label: str
     model: Any
@@ -140,7 +140,7 @@ class Sweep:
     # ---- the plan that --resume checks -----------------------------------------------------------------------------
     def spec(self) -> Dict[str, Any]:
         """The plan as JSON-able data: models (label, model, checkpoint, strategy), cells, fixed protocol."""
-        models = [{k: m.info.get(k) for k in ('model', 'checkpoint', 'extrapolation', 'weights')} | {'label': m.label}
+        models = [{k: m.info.get(k) for k in ('model', 'checkpoint', 'strategy', 'weights')} | {'label': m.label}
                   for m in self.models]
         cells = [[self.models[i].label, {k: c[k] for k in sorted(c)}] for i, c in self.plan]
         protocol = {k: v for k, v in self.protocol.items() if k not in self.volatile}
@@ -239,8 +239,8 @@ class Sweep:
         for _, i, cell in todo:
             m = self.models[i]
             row = dict(self.base_row(m, cell))
-            if m.info.get('extrapolation'):  # a strategy variant (--extrapolation)
-                row.update(extrapolation=m.info['extrapolation'], base_label=m.info['base_label'])
+            if m.info.get('strategy'):  # a strategy variant (--extrapolation)
+                row.update(extrapolation=m.info['strategy'], base_label=m.info['base_label'])
             try:
                 out, more = self.evaluate(m, cell, state)
                 row.update(out)

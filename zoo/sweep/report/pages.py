@@ -82,7 +82,7 @@ _NAME = ('timm model', lambda m: f'`{m["model"]}`')
 _CHECKPOINT = ('checkpoint', lambda m: f'`{m["checkpoint"]}`')
 _FAMILY = ('PE family', lambda m: m['family'])
 _ADAPTS = ('how the PE adapts to a new grid', lambda m: m['adaptation'])
-_STRATEGY = ('extrapolation', lambda m: m.get('extrapolation_desc') or '-')
+_STRATEGY = ('extrapolation', lambda m: m.get('extrapolation') or '-')
 _CLIP = ('trained at', lambda m: f'{m["train_frames"]} frames x {m["train_size"]} px')
 
 
