@@ -469,7 +469,8 @@ def test_train_vlm_trains_resumes_exactly_and_keeps_ema(tmp_path, monkeypatch):
     def stop_after_first(self, row, *a):                             # a run killed after its first checkpoint
         if row['epoch'] == 1:
             raise Stop
-    monkeypatch.setattr(vlm._VLMRun, '_log_epoch', stop_after_first)
+    from zoo.train.loop import TrainingRun
+    monkeypatch.setattr(TrainingRun, '_log_epoch', stop_after_first)
     with pytest.raises(Stop):
         _run(data, tmp_path / 'resumed', 2)
     monkeypatch.undo()

@@ -8,21 +8,29 @@ cross-entropy of the answer tokens only (teacher forcing).
 Evaluation counts (:class:`zoo.tasks.metrics.EvalCounts`): ``correct1`` = multiple-choice accuracy (the right letter
 scores highest among the options' letters at the answer position), ``correct5`` = exact match (greedy argmax equals
 every answer token, i.e. greedy decoding would write the answer), ``loss_sum`` = per-sample mean answer cross-entropy.
+
+Training (``zoo train-vlm``): :class:`VideoQATraining` builds the video-LLM, opens the records and reads their frames
+(:class:`SeededVideoQADataset`: random offsets a resumed run reads again).
 """
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .metrics import EvalCounts
+from zoo.datasets import FrameSampling, VideoReadError, read_video
+from zoo.datasets.video_folder import BadVideo
+from zoo.datasets.videoqa import VideoQADataset, collate_videoqa, load_benchmark
 from .base import Batch, Task
+from .metrics import EvalCounts
+from .training import TrainingData, TrainingTask
 
-__all__ = ['VideoQATask', 'VideoQABatch', 'format_question']
+__all__ = ['VideoQATask', 'VideoQABatch', 'format_question', 'VideoQATraining', 'SeededVideoQADataset']
 
 LETTERS = string.ascii_uppercase
 _IGNORE = -100
@@ -120,3 +128,118 @@ class VideoQATask(Task):
             counts.correct5 += int(bool((lg.argmax(-1) == tg).all()))
             counts.loss_sum += float(F.cross_entropy(lg, tg))
             counts.n += 1
+
+
+# ---- training (zoo train-vlm) ---------------------------------------------------------------------------------------
+
+class SeededVideoQADataset(VideoQADataset):
+    """:class:`VideoQADataset` whose random frame offsets come from ``(torch.initial_seed(), index)``: the run
+    reseeds torch every epoch (and the loader seeds each worker from it), so a resumed epoch reads the same frames."""
+
+    def __getitem__(self, index: int) -> Any:
+        if not self.sampling.random:
+            return super().__getitem__(index)
+        r = self.records[index]
+        gen = np.random.default_rng([torch.initial_seed() % (1 << 63), index])
+        try:
+            clip = read_video(r.video, self.sampling, start=r.start, end=r.end, size=self.size, generator=gen,
+                              on_truncated=self.on_truncated)
+        except VideoReadError as e:
+            self.bad_counts[e.reason] += 1
+            return BadVideo(r.video, f'{e.reason}: {e.detail}', reason=e.reason)
+        return {'record': r, 'frames': clip.frames, 'frame_indices': clip.indices, 'timestamps': clip.timestamps,
+                'fps': clip.fps}
+
+
+def _split(records: list, fraction: float) -> Tuple[list, list]:
+    """Evenly spaced validation records (by sorted id), at least one; the rest for training."""
+    records = sorted(records, key=lambda r: r.id)
+    n_val = max(1, int(round(len(records) * fraction)))
+    val_idx = set(np.linspace(0, len(records) - 1, n_val).round().astype(int).tolist())
+    return [r for i, r in enumerate(records) if i not in val_idx], [r for i, r in enumerate(records) if i in val_idx]
+
+
+def _load_state(model: nn.Module, path: str, what: str, drop_missing_head: bool = False) -> None:
+    """Load ``path`` into ``model`` (strict); ``drop_missing_head``: leave out a classifier the model lacks (a
+    classification checkpoint loaded into a vision tower)."""
+    from zoo.models import CheckpointMismatchError, checkpoint_filter_fn, unwrap_state_dict
+    from zoo.runs.checkpoints import load_checkpoint
+    from zoo.runs.models import is_zoo_model
+    state = dict(unwrap_state_dict(load_checkpoint(path)))
+    if drop_missing_head:
+        own = model.state_dict()
+        state = {k: v for k, v in state.items() if k in own or not k.startswith(('head.', 'fc_norm.'))}
+        if is_zoo_model(model):
+            state = checkpoint_filter_fn(state, model)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointMismatchError(f'{what} {path!r} does not load into {type(model).__name__}: '
+                                      f'{" ".join(str(e).split())[:600]}') from None
+
+
+class VideoQATraining(TrainingTask):
+    """``zoo train-vlm``: a video-LLM (``pe_vlm_*``) on multiple-choice video-QA records (:class:`VideoQATask`).
+
+    Records come from ``--benchmark``'s reader of ``--data-dir``; validation from ``--val-data-dir`` or an evenly
+    spaced ``--val-fraction`` of them. Frames: ``--num-frames`` at ``--frame-size`` px, uniform or at ``--fps``;
+    training draws random offsets (:class:`SeededVideoQADataset`) unless ``--fixed-frames``.
+    """
+    metric_names, samples, files = ('mc acc', 'exact'), 'questions', 'video'
+
+    def create_model(self, resuming: bool) -> nn.Module:
+        from zoo.models.vlm import create_video_llm
+        args = self.args
+        model = create_video_llm(args.model, **args.model_kwargs)
+        if args.tower_checkpoint and not resuming:
+            _load_state(model.tower.model, args.tower_checkpoint, '--tower-checkpoint', drop_missing_head=True)
+        if args.initial_checkpoint and not resuming:
+            _load_state(model, args.initial_checkpoint, '--initial-checkpoint')
+        if args.grad_checkpointing:
+            model.set_grad_checkpointing(True)
+        self.img_size = int(args.frame_size or model.data_config['img_size'][0])
+        model.visual_grid(args.num_frames, self.img_size, self.img_size)  # a frame size the tower can merge
+        return model
+
+    def _records(self) -> Tuple[list, list]:
+        args = self.args
+        records, _ = load_benchmark(args.benchmark, args.data_dir, **({'tasks': args.tasks} if args.tasks else {}))
+        if args.val_data_dir:
+            tasks = args.val_tasks if args.val_tasks is not None else args.tasks
+            val, _ = load_benchmark(args.benchmark, args.val_data_dir, **({'tasks': tasks} if tasks else {}))
+            train = sorted(records, key=lambda r: r.id)
+        else:
+            if len(records) < 2:
+                raise ValueError(f'{args.data_dir!r} holds {len(records)} usable record(s); need at least 2 to hold '
+                                 'some out for validation (or give --val-data-dir)')
+            train, val = _split(records, args.val_fraction)
+        train = train[:args.max_train] if args.max_train else train
+        val = val[:args.max_val] if args.max_val else val
+        if not train or not val:
+            raise ValueError(f'no {"training" if not train else "validation"} records in {args.data_dir!r} '
+                             f'(tasks {args.tasks or "all"}); check --data-dir, --tasks, --val-data-dir')
+        return train, val
+
+    def open_data(self, model: nn.Module) -> TrainingData:
+        args = self.args
+        train_rec, val_rec = self._records()
+        fps = dict(fps=args.fps) if args.sampling == 'fps' else {}
+        self.sampling = FrameSampling(args.sampling, args.num_frames, **fps)
+        train_sampling = self.sampling if args.fixed_frames else FrameSampling(
+            self.sampling.mode, self.sampling.num_frames, fps=self.sampling.fps, random=True)
+        train_ds = SeededVideoQADataset(train_rec, train_sampling, size=self.img_size)
+        val_ds = VideoQADataset(val_rec, self.sampling, size=self.img_size, cache_dir=args.frame_cache)
+        return TrainingData(train_ds, val_ds, collate_videoqa, sorted({r.task for r in train_rec}),
+                            dict(model.data_config, frame_size=self.img_size), args.data_dir)
+
+    def create_task(self, model: nn.Module, data: TrainingData) -> Task:
+        return VideoQATask(model)
+
+    def meta(self, data: TrainingData) -> Dict[str, Any]:
+        args = self.args
+        return dict(img_size=self.img_size, num_frames=args.num_frames, sampling=self.sampling.key(),
+                    benchmark=args.benchmark, tasks=list(data.classes))
+
+    def describe(self, data: TrainingData) -> str:
+        return (f'{self.args.num_frames} frames at {self.img_size} px ({self.args.sampling}) | {len(data.train)} '
+                f'train / {len(data.val)} val questions ({", ".join(data.classes)})')

@@ -18,7 +18,9 @@ import yaml
 from zoo.errors import ResumeMismatchError
 from zoo.runs.options import INTERPOLATIONS, check_device, parse_model_kwargs
 
-__all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'MAY_CHANGE_ON_RESUME', 'SESSION_OPTIONS']
+__all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'add_run_options', 'add_ema_options',
+           'add_optimisation_options', 'check_run_options', 'check_counts', 'bad_option', 'MAY_CHANGE_ON_RESUME',
+           'SESSION_OPTIONS']
 
 # Options that name the session rather than the run: never compared with the record.
 SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite')
@@ -36,27 +38,8 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
         epilog='Precedence: defaults < --config YAML < command-line flags. --resume restores every recorded option; '
                'a flag contradicting the record is an error, except --epochs, --no-progress, --pin-mem and '
                '--results-file. Example: zoo train --config configs/cifar10_ape.yaml --output runs/ape --epochs 5')
-    g = p.add_argument_group('run')
-    g.add_argument('--config', metavar='YAML', help='YAML file of options (keys as the flags, with underscores)')
-    g.add_argument('--output', metavar='DIR', help='output directory (refused if it holds another run, unless '
-                                                   '--resume or --overwrite; locked while the run lasts)')
-    g.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
-                   help='continue a run: no value = OUTPUT/checkpoint-last.pth; restores epoch, optimizer, scheduler, '
-                        'scaler, EMA and every recorded option (only --epochs, --no-progress, --pin-mem and '
-                        '--results-file may change)')
-    g.add_argument('--overwrite', action='store_true', help='allow writing into an existing output dir')
-    g.add_argument('--seed', type=int, default=0, help='random seed (each epoch reseeds from seed, epoch and rank)')
-    g.add_argument('-j', '--workers', type=int, default=2, help='data loader processes per rank')
-    g.add_argument('--device', default=None, help='torch device (default: cuda if available, else cpu)')
-    g.add_argument('--threads', type=int, default=None, help='torch CPU threads per process (default: torch\'s)')
-    g.add_argument('--amp', action='store_true', help='mixed precision (float16 + GradScaler on CUDA, bfloat16 on CPU)')
-    g.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: float16 on CUDA, '
-                                                     'bfloat16 on CPU); the GradScaler runs only for float16 on CUDA')
+    g = add_run_options(p)
     g.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
-    g.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loaders (faster host-to-GPU)')
-    g.add_argument('--no-progress', action='store_true', help='no tqdm progress bars (log lines only)')
-    g.add_argument('--results-file', metavar='PATH', help='also write the final results (one row) to this .csv '
-                                                          'or .json file')
 
     g = p.add_argument_group('data')
     g.add_argument('--data-dir', metavar='DIR', help='dataset root in ImageFolder layout')
@@ -93,28 +76,70 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                    help='start from these weights (any layout zoo.models.checkpoint_filter_fn converts; APE tables '
                         'are resampled to --img-size; a classifier of another size is re-initialised)')
     g.add_argument('--drop-path', type=float, default=0., help='stochastic depth rate')
-    g.add_argument('--model-ema', action='store_true', help='keep an EMA of the weights (timm ModelEmaV3)')
-    g.add_argument('--model-ema-decay', type=float, default=0.999, help='EMA decay per step')
+    add_ema_options(g)
 
-    g = p.add_argument_group('optimisation')
-    g.add_argument('--epochs', type=int, default=10, help='training epochs')
-    g.add_argument('-b', '--batch-size', type=int, default=128, help='batch size per process')
-    g.add_argument('--grad-accum-steps', type=int, default=1,
-                   help='accumulate gradients over N batches per optimizer step (effective batch N x --batch-size)')
-    g.add_argument('--opt', default='adamw', help='timm optimizer name')
-    g.add_argument('--lr', type=float, default=1e-3, help='peak learning rate')
-    g.add_argument('--weight-decay', type=float, default=0.05, help='weight decay (not applied to no_weight_decay '
-                                                                  'params, biases and norms)')
-    g.add_argument('--sched', default='cosine', help='timm scheduler name')
-    g.add_argument('--warmup-epochs', type=float, default=1, help='linear warmup (epochs, may be fractional)')
-    g.add_argument('--warmup-lr', type=float, default=1e-5, help='learning rate at the start of warmup')
-    g.add_argument('--min-lr', type=float, default=1e-5, help='final learning rate')
-    g.add_argument('--clip-grad', type=float, default=None, help='clip the gradient norm to this value')
+    g = add_optimisation_options(p, epochs=10, batch_size=128, lr=1e-3, warmup_epochs=1, warmup_lr=1e-5, min_lr=1e-5,
+                                 clip_grad=None)
     g.add_argument('--smoothing', type=float, default=0.1, help='label smoothing')
     g.add_argument('--mixup', type=float, default=0., help='mixup alpha (0 = off)')
     g.add_argument('--cutmix', type=float, default=0., help='cutmix alpha (0 = off)')
     g.add_argument('--mixup-prob', type=float, default=1.0, help='probability of applying mixup or cutmix')
     return p
+
+
+def add_run_options(p: argparse.ArgumentParser) -> Any:
+    """Add the ``run`` group every training subcommand shares (config, output dir, resume, seed, devices, AMP,
+    progress, results file) to ``p``; returns the group for the subcommand's own run options."""
+    g = p.add_argument_group('run')
+    g.add_argument('--config', metavar='YAML', help='YAML file of options (keys as the flags, with underscores)')
+    g.add_argument('--output', metavar='DIR', help='output directory (refused if it holds another run, unless '
+                                                   '--resume or --overwrite; locked while the run lasts)')
+    g.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
+                   help='continue a run: no value = OUTPUT/checkpoint-last.pth; restores epoch, optimizer, scheduler, '
+                        'scaler, EMA and every recorded option (only --epochs, --no-progress, --pin-mem and '
+                        '--results-file may change)')
+    g.add_argument('--overwrite', action='store_true', help='allow writing into an existing output dir')
+    g.add_argument('--seed', type=int, default=0, help='random seed (each epoch reseeds from seed, epoch and rank)')
+    g.add_argument('-j', '--workers', type=int, default=2, help='data loader processes per rank')
+    g.add_argument('--device', default=None, help='torch device (default: cuda if available, else cpu)')
+    g.add_argument('--threads', type=int, default=None, help='torch CPU threads per process (default: torch\'s)')
+    g.add_argument('--amp', action='store_true', help='mixed precision (float16 + GradScaler on CUDA, bfloat16 on CPU)')
+    g.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: float16 on CUDA, '
+                                                     'bfloat16 on CPU); the GradScaler runs only for float16 on CUDA')
+    g.add_argument('--pin-mem', action='store_true', help='pin CPU memory in the data loaders (faster host-to-GPU)')
+    g.add_argument('--no-progress', action='store_true', help='no tqdm progress bars (log lines only)')
+    g.add_argument('--results-file', metavar='PATH', help='also write the final results (one row) to this .csv '
+                                                          'or .json file')
+    return g
+
+
+def add_ema_options(g: Any) -> None:
+    """Add ``--model-ema`` and ``--model-ema-decay`` (timm's ``ModelEmaV3``) to the group ``g``."""
+    g.add_argument('--model-ema', action='store_true', help='keep an EMA of the weights (timm ModelEmaV3)')
+    g.add_argument('--model-ema-decay', type=float, default=0.999, help='EMA decay per step')
+
+
+def add_optimisation_options(p: argparse.ArgumentParser, epochs: int, batch_size: int, lr: float,
+                             warmup_epochs: float, warmup_lr: float, min_lr: float,
+                             clip_grad: Optional[float]) -> Any:
+    """Add the ``optimisation`` group every training subcommand shares (timm optimizer and scheduler) to ``p``,
+    with the subcommand's defaults; returns the group for its own options."""
+    g = p.add_argument_group('optimisation')
+    g.add_argument('--epochs', type=int, default=epochs, help='training epochs')
+    g.add_argument('-b', '--batch-size', type=int, default=batch_size, help='batch size per process')
+    g.add_argument('--grad-accum-steps', type=int, default=1,
+                   help='accumulate gradients over N batches per optimizer step (effective batch N x --batch-size)')
+    g.add_argument('--opt', default='adamw', help='timm optimizer name')
+    g.add_argument('--lr', type=float, default=lr, help='peak learning rate')
+    g.add_argument('--weight-decay', type=float, default=0.05, help='weight decay (not applied to no_weight_decay '
+                                                                  'params, biases and norms)')
+    g.add_argument('--sched', default='cosine', help='timm scheduler name')
+    g.add_argument('--warmup-epochs', type=float, default=warmup_epochs,
+                   help='linear warmup (epochs, may be fractional)')
+    g.add_argument('--warmup-lr', type=float, default=warmup_lr, help='learning rate at the start of warmup')
+    g.add_argument('--min-lr', type=float, default=min_lr, help='final learning rate')
+    g.add_argument('--clip-grad', type=float, default=clip_grad, help='clip the gradient norm to this value')
+    return g
 
 
 def load_yaml_config(path: str, parser: argparse.ArgumentParser) -> Dict[str, Any]:
@@ -193,47 +218,59 @@ def _check_config_value(path: str, action: argparse.Action, value: Any) -> Any:
     return [one(v) for v in value]
 
 
+def bad_option(flag: str, value: Any, need: str) -> None:
+    """Raise the ``ValueError`` of an option value out of range: ``--flag VALUE: must be NEED``."""
+    raise ValueError(f'{flag} {value!r}: must be {need}')
+
+
+def check_counts(args: argparse.Namespace, names: Sequence[str], optional: bool = False) -> None:
+    """``names`` must be at least 1 (``optional``: or ``None``)."""
+    for name in names:
+        value = getattr(args, name)
+        if not (optional and value is None) and value < 1:
+            bad_option(_flag(name), value, 'at least 1')
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Ranges of the options every training subcommand shares (:func:`add_run_options`, :func:`add_ema_options`,
+    :func:`add_optimisation_options`); ``ValueError`` naming the flag."""
+    check_counts(args, ('epochs', 'batch_size', 'grad_accum_steps'))
+    check_counts(args, ('threads',), optional=True)
+    if args.workers < 0:
+        bad_option('--workers', args.workers, '0 or more')
+    if args.amp_dtype is not None and args.amp_dtype not in ('float16', 'bfloat16'):
+        bad_option('--amp-dtype', args.amp_dtype, 'float16 or bfloat16')
+    if args.results_file and not args.results_file.lower().endswith(('.csv', '.json')):
+        bad_option('--results-file', args.results_file, 'a .csv or .json path')
+    if not 0 <= args.model_ema_decay <= 1:
+        bad_option('--model-ema-decay', args.model_ema_decay, 'in [0, 1]')
+    if not args.lr > 0:
+        bad_option('--lr', args.lr, 'positive')
+    for name in ('weight_decay', 'warmup_epochs', 'warmup_lr', 'min_lr'):
+        if getattr(args, name) < 0:
+            bad_option(_flag(name), getattr(args, name), '0 or more')
+    if args.clip_grad is not None and not args.clip_grad > 0:
+        bad_option('--clip-grad', args.clip_grad, 'positive')
+    check_device(args.device)
+
+
 def _validate(args: argparse.Namespace) -> None:
     """Ranges and choices of the options; ``ValueError`` naming the flag."""
-    def bad(flag: str, value: Any, need: str) -> None:
-        raise ValueError(f'{flag} {value!r}: must be {need}')
-
-    for flag, name in (('--epochs', 'epochs'), ('--batch-size', 'batch_size')):
-        if getattr(args, name) < 1:
-            bad(flag, getattr(args, name), 'at least 1')
-    for flag, name in (('--max-train-per-class', 'max_train_per_class'), ('--img-size', 'img_size'),
-                       ('--threads', 'threads'), ('--max-val-per-class', 'max_val_per_class'),
-                       ('--num-frames', 'num_frames')):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            bad(flag, getattr(args, name), 'at least 1')
-    if args.workers < 0:
-        bad('--workers', args.workers, '0 or more')
-    if args.grad_accum_steps < 1:
-        bad('--grad-accum-steps', args.grad_accum_steps, 'at least 1')
-    if args.amp_dtype is not None and args.amp_dtype not in ('float16', 'bfloat16'):
-        bad('--amp-dtype', args.amp_dtype, 'float16 or bfloat16')
-    if args.results_file and not args.results_file.lower().endswith(('.csv', '.json')):
-        bad('--results-file', args.results_file, 'a .csv or .json path')
+    bad = bad_option
+    check_run_options(args)
+    check_counts(args, ('max_train_per_class', 'img_size', 'max_val_per_class', 'num_frames'), optional=True)
     if not 0 <= args.smoothing < 1:
         bad('--smoothing', args.smoothing, 'in [0, 1)')
     if not 0 <= args.drop_path < 1:
         bad('--drop-path', args.drop_path, 'in [0, 1)')
-    for flag, name in (('--hflip', 'hflip'), ('--reprob', 'reprob'), ('--mixup-prob', 'mixup_prob'),
-                       ('--model-ema-decay', 'model_ema_decay')):
+    for name in ('hflip', 'reprob', 'mixup_prob'):
         if not 0 <= getattr(args, name) <= 1:
-            bad(flag, getattr(args, name), 'in [0, 1]')
+            bad(_flag(name), getattr(args, name), 'in [0, 1]')
     if args.crop_pct is not None and not 0 < args.crop_pct <= 1:
         bad('--crop-pct', args.crop_pct, 'in (0, 1]')
-    for flag, name in (('--lr', 'lr'),):
-        if not getattr(args, name) > 0:
-            bad(flag, getattr(args, name), 'positive')
-    for flag, name in (('--weight-decay', 'weight_decay'), ('--warmup-epochs', 'warmup_epochs'),
-                       ('--warmup-lr', 'warmup_lr'), ('--min-lr', 'min_lr'), ('--mixup', 'mixup'),
-                       ('--cutmix', 'cutmix'), ('--color-jitter', 'color_jitter')):
+    for name in ('mixup', 'cutmix', 'color_jitter'):
         if getattr(args, name) < 0:
-            bad(flag, getattr(args, name), '0 or more')
-    if args.clip_grad is not None and not args.clip_grad > 0:
-        bad('--clip-grad', args.clip_grad, 'positive')
+            bad(_flag(name), getattr(args, name), '0 or more')
     if args.scale is not None and not (0 < args.scale[0] <= args.scale[1] <= 1):
         bad('--scale', list(args.scale), 'MIN MAX with 0 < MIN <= MAX <= 1')
     if args.ratio is not None and not (0 < args.ratio[0] <= args.ratio[1]):
@@ -250,7 +287,6 @@ def _validate(args: argparse.Namespace) -> None:
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ValueError(f'--aa {args.aa!r} is not a timm auto-augment policy ({detail}); e.g. '
                              'rand-m9-mstd0.5-inc1, augmix-m5-w4-d2, original, v0') from None
-    check_device(args.device)
 
 
 def _explicit(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> Dict[str, Any]:

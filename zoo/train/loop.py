@@ -1,4 +1,11 @@
-"""``zoo train``: the training loop on timm's factories and utilities.
+"""The one training loop (``zoo train``, ``zoo train-vlm``) on timm's factories and utilities.
+
+What is trained on what is a training task (:class:`zoo.tasks.training.TrainingTask`): it builds the model, opens
+the data and gives the :class:`zoo.tasks.base.Task` that batches, scores and counts. Image classification, video
+classification (:func:`zoo.tasks.classification.classification_training` picks one by the model) and video QA
+(:class:`zoo.tasks.videoqa.VideoQATraining`, ``zoo train-vlm``) differ in nothing else: samplers, loaders, DDP,
+AMP, EMA, checkpoints, resume, locks and the files below are this module's, once. The loop never looks inside a
+batch.
 
 One epoch = one pass over the training split; after it, rank 0 validates and writes ``checkpoint-best.pth`` (when
 top-1 improved) and ``checkpoint-last.pth``, each replaced atomically, then ``metrics.csv``. A run killed mid-epoch
@@ -11,9 +18,6 @@ uninterrupted one and ``metrics.csv`` comes out byte for byte the same. Wall tim
 The output directory is locked for the run (:class:`zoo.runs.rundir.RunDirLock`); temp files of an interrupted
 write are removed when the next run takes it. A finished run exports ``model.safetensors`` (and
 ``model_ema.safetensors``) next to its checkpoints.
-
-What is trained is a :class:`zoo.tasks.base.Task` (here :class:`~zoo.tasks.classification.ImageClassificationTask`): the loop
-itself never looks inside a batch.
 
 Multi-process: launch with ``torchrun --nproc-per-node N -m zoo.train ...`` (DDP; ``gloo`` on CPU, ``nccl`` on CUDA,
 set up by timm's ``init_distributed_device_so``). ``--batch-size`` is per process; only rank 0 writes files.
@@ -28,7 +32,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -37,28 +41,26 @@ from torch import nn
 from torch.utils.data import DistributedSampler, RandomSampler, Subset
 from tqdm import tqdm
 
-from timm.data import create_transform, resolve_data_config
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, random_seed, update_summary
 from timm.utils.distributed import init_distributed_device_so
 
-from zoo.datasets import find_split
 from zoo.datasets.files import TMP_PREFIX, clean_temp_files, write_text_atomic
-from zoo.datasets.splits import configure_clips, make_loader, open_folder, open_video_split
-from zoo.datasets.video_folder import collate_video_skip_bad
+from zoo.datasets.splits import make_loader
 from zoo.errors import OutputDirError
 from zoo.runs.checkpoints import (checkpoint_meta, load_checkpoint, save_checkpoint_files, save_safetensors,
                                   write_results_file)
-from zoo.runs.models import check_model_identity, create_zoo_model, is_video_model, load_weights, video_num_frames
+from zoo.runs.models import check_model_identity
 from zoo.runs.options import amp_dtype, autocast, resolve_device
 from zoo.runs.rundir import LOCK_NAME, RunDirLock
 from zoo.tasks.base import Task
-from zoo.tasks.classification import ImageClassificationTask, VideoClassificationTask
+from zoo.tasks.classification import classification_training
 from zoo.tasks.evaluate import evaluate
-from .args import parse_train_args
+from zoo.tasks.training import TrainingData, TrainingTask
+from .args import _plain, parse_train_args
 
-__all__ = ['train', 'train_one_epoch', 'seed_epoch', 'METRIC_FIELDS']
+__all__ = ['train', 'train_one_epoch', 'seed_epoch', 'METRIC_FIELDS', 'TrainingRun']
 
 _logger = logging.getLogger('zoo.train')
 
@@ -148,23 +150,18 @@ def _check_not_older(args, ckpt: Dict[str, Any], path: str) -> None:
                          'choose another --output')
 
 
-def _plain(value: Any) -> Any:
-    """Options as YAML/torch-safe primitives (tuples become lists)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 # ---- entry point ----------------------------------------------------------------------------------------------------
 
-def train(argv: Optional[List[str]] = None, parse=parse_train_args, run_cls=None,
-          prog: str = 'zoo train') -> Dict[str, Any]:
+def train(argv: Optional[List[str]] = None, parse=parse_train_args,
+          training: Callable[[Any], TrainingTask] = classification_training, prog: str = 'zoo train') -> Dict[str, Any]:
     """Run ``zoo train`` with command-line style arguments.
 
-    ``parse`` / ``run_cls`` / ``prog`` let another subcommand reuse the loop, locks, resume and DDP set-up with its
-    own options and run (``zoo train-vlm``: :mod:`zoo.train.vlm`).
+    Args:
+        argv: the options (without the program / subcommand name).
+        parse: the subcommand's option parser (:func:`zoo.train.args.parse_train_args`).
+        training: makes the training task from the parsed options: what is trained on what (default: image or
+            video classification, by the model; ``zoo train-vlm``: :class:`zoo.tasks.videoqa.VideoQATraining`).
+        prog: the subcommand, for the lock and messages.
 
     Returns:
         ``output`` (dir), ``epochs`` (completed), ``best_top1``, ``best_epoch`` and ``history`` (per-epoch metrics).
@@ -175,6 +172,7 @@ def train(argv: Optional[List[str]] = None, parse=parse_train_args, run_cls=None
             contradicts the record); the CLI prints them as one line.
     """
     args, ckpt = _parse(argv, parse)
+    training_task = training(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     dist_info = init_distributed_device_so(device=resolve_device(args.device, int(os.environ.get('LOCAL_RANK', 0))))
@@ -196,7 +194,7 @@ def train(argv: Optional[List[str]] = None, parse=parse_train_args, run_cls=None
                 raise OutputDirError(f'rank 0 could not take the output dir: {message[0]}')
         if error is not None:
             raise error
-        return (run_cls or _Run)(args, ckpt, device, world, rank).fit()
+        return TrainingRun(args, training_task, ckpt, device, world, rank).fit()
     finally:
         lock.release()
         if world > 1 and dist.is_initialized():
@@ -261,66 +259,34 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
 
 # ---- a run ----------------------------------------------------------------------------------------------------------
 
-def _check_video_options(args, video: bool) -> None:
-    """``ValueError`` for options that do not fit the model's input kind (frames for images, mixing for clips)."""
-    if not video and args.num_frames is not None:
-        raise ValueError(f'--num-frames {args.num_frames}: {args.model} takes images; use a video model '
-                         '(pe_video_vit_*, `zoo list pe_video_vit_*`) or drop --num-frames')
-    if video and (args.mixup or args.cutmix):
-        raise ValueError(f'--mixup / --cutmix apply to images; {args.model} takes clips, train it without them')
-
-
 @dataclass
-class _Data:
-    train_loader: Any
-    val_loader: Any
-    sampler: Any
+class _Loaders:
+    train: Any
+    val: Any
+    sampler: Any                          # DistributedSampler (set_epoch) or RandomSampler over ``generator``
     generator: Optional[torch.Generator]
-    classes: List[str]
-    n_train: int
-    n_val: int
-    data_cfg: Dict[str, Any]
 
 
-class _Run:
-    """The state of one ``zoo train`` session: built in ``__init__``, trained by :meth:`fit`."""
+class TrainingRun:
+    """The state of one training session (``zoo train``, ``zoo train-vlm``): built in ``__init__``, trained by
+    :meth:`fit`. Everything that depends on what is trained is asked of ``training_task``
+    (:class:`zoo.tasks.training.TrainingTask`)."""
 
-    def __init__(self, args, ckpt: Optional[Dict[str, Any]], device: torch.device, world: int, rank: int):
-        self.args, self.ckpt, self.device, self.world, self.rank = args, ckpt, device, world, rank
+    def __init__(self, args, training_task: TrainingTask, ckpt: Optional[Dict[str, Any]], device: torch.device,
+                 world: int, rank: int):
+        self.args, self.training_task, self.ckpt = args, training_task, ckpt
+        self.device, self.world, self.rank = device, world, rank
         self.is_main = rank == 0
         self.progress = self.is_main and not args.no_progress
         seed_epoch(args.seed, -1, rank)  # model init
-        self.video = is_video_model(args.model)  # clips from a video folder (zoo.runs.models)
-        _check_video_options(args, self.video)
-        train_ds, val_ds = self._datasets()
-        frames = dict(num_frames=args.num_frames) if self.video and args.num_frames else {}
-        self.model = create_zoo_model(args.model, args.model_kwargs, img_size=args.img_size,
-                                      num_classes=len(train_ds.classes), pretrained=args.pretrained,
-                                      drop_path_rate=args.drop_path, **frames)
-        self.img_size = int(self.model.patch_embed.img_size[0]) if args.img_size is None else args.img_size
-        self.num_frames = video_num_frames(self.model) if self.video else None
-        self.data = self._loaders(train_ds, val_ds)
-        if args.initial_checkpoint and ckpt is None:
-            load_weights(self.model, args.initial_checkpoint)
-            _logger.info('initial weights: %s', args.initial_checkpoint)
+        self.model = training_task.create_model(resuming=ckpt is not None)
+        self.data = training_task.open_data(self.model)
+        self.loaders = self._loaders(self.data)
         self.model.to(device)
-        if args.channels_last:
-            self.model.to(memory_format=torch.channels_last)
-        self.task = VideoClassificationTask(len(self.data.classes), smoothing=args.smoothing) if self.video else \
-            ImageClassificationTask(len(self.data.classes), smoothing=args.smoothing, mixup=args.mixup,
-                                    cutmix=args.cutmix, mixup_prob=args.mixup_prob, channels_last=args.channels_last)
-        self._setup_optimization(args, ckpt, device)
-        self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
-                         model_kwargs=_plain(args.model_kwargs), img_size=self.img_size, num_frames=self.num_frames,
-                         num_classes=len(self.data.classes), class_names=list(self.data.classes),
-                         data_config=self.data.data_cfg, args=_plain(vars(args)), world_size=world)
-
-    def _setup_optimization(self, args, ckpt: Optional[Dict[str, Any]], device: torch.device) -> None:
-        """AMP dtype, timm optimizer and scheduler (stepped per update), loss scaler, EMA and the resumed state:
-        everything after the model, data and task, shared by every training run (image, video, video-LLM)."""
+        self.task = training_task.create_task(self.model, self.data)
         self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
         self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
-        self.updates_per_epoch = math.ceil(len(self.data.train_loader) / args.grad_accum_steps)
+        self.updates_per_epoch = math.ceil(len(self.loaders.train) / args.grad_accum_steps)
         self.scheduler, _ = create_scheduler_v2(
             self.optimizer, sched=args.sched, num_epochs=args.epochs, warmup_epochs=args.warmup_epochs,
             warmup_lr=args.warmup_lr, min_lr=args.min_lr, step_on_epochs=False,
@@ -328,63 +294,34 @@ class _Run:
         self.scaler = NativeScaler(device=device.type) \
             if self.amp_dtype == torch.float16 and device.type == 'cuda' else None
         self.ema = ModelEmaV3(self.model, decay=args.model_ema_decay) if args.model_ema else None
+        self.meta = dict(model_name=args.model, pe=getattr(self.model, 'pe_name', None),
+                         model_kwargs=_plain(args.model_kwargs), **training_task.meta(self.data),
+                         data_config=_plain(self.data.data_config), args=_plain(vars(args)), world_size=world)
         self.start_epoch, self.history, self.best_top1, self.best_epoch = 0, [], -1., -1
         if ckpt is not None:
             self._restore(ckpt)
 
-    def _datasets(self):
-        args = self.args
-        if args.max_train_per_class is not None and args.max_train_per_class < 1:
-            raise ValueError(f'--max-train-per-class {args.max_train_per_class}: must be at least 1')
-        train_dir = find_split(args.data_dir, [args.train_split], 'training')
-        val_dir = find_split(args.data_dir, [args.val_split] if args.val_split else ['val', 'test'], 'validation')
-        open_split = open_video_split if self.video else open_folder
-        train_ds = open_split(train_dir, args.data_dir, args.max_train_per_class, args.class_map)
-        val_ds = open_split(val_dir, args.data_dir, args.max_val_per_class, args.class_map)
-        if train_ds.classes != val_ds.classes:
-            raise ValueError(f'class folders differ between {train_dir!r} ({len(train_ds.classes)}) and {val_dir!r} '
-                             f'({len(val_ds.classes)}): {sorted(set(train_ds.classes) ^ set(val_ds.classes))[:10]}; '
-                             'give both splits the same class folders (or a --class-map)')
-        self.train_dir = train_dir
-        return train_ds, val_ds
-
-    def _loaders(self, train_ds, val_ds) -> _Data:
+    def _loaders(self, data: TrainingData) -> _Loaders:
+        """A seeded sampler over the training split (distributed: each rank its share), a strided share of the
+        validation split per rank."""
         args, world, rank = self.args, self.world, self.rank
-        data_cfg = resolve_data_config(dict(input_size=(3, self.img_size, self.img_size), crop_pct=args.crop_pct,
-                                            interpolation=args.interpolation, mean=args.mean, std=args.std),
-                                       model=self.model)
-        data_cfg = _plain(data_cfg)
-        if self.video:  # clips are sampled, resized and normalised by the folder itself (no image transforms)
-            data_cfg['num_frames'] = self.num_frames
-            for ds, is_train in ((train_ds, True), (val_ds, False)):
-                configure_clips(ds, self.num_frames, self.img_size, data_cfg['mean'], data_cfg['std'], is_train,
-                                args.seed)
-        train_ds.transform = create_transform(
-            data_cfg['input_size'], is_training=True, scale=args.scale, ratio=args.ratio, hflip=args.hflip,
-            color_jitter=args.color_jitter or None, auto_augment=args.aa, interpolation=data_cfg['interpolation'],
-            mean=data_cfg['mean'], std=data_cfg['std'], re_prob=args.reprob)
-        val_ds.transform = create_transform(data_cfg['input_size'], is_training=False,
-                                            interpolation=data_cfg['interpolation'], mean=data_cfg['mean'],
-                                            std=data_cfg['std'], crop_pct=data_cfg['crop_pct'])
         pin = args.pin_mem and self.device.type == 'cuda'
-        drop_last = len(train_ds) // world > args.batch_size
         if world > 1:
-            sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
+            sampler = DistributedSampler(data.train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
                                          drop_last=True)
             generator = None
         else:
             generator = torch.Generator()
-            sampler = RandomSampler(train_ds, generator=generator)
-        collate = collate_video_skip_bad if self.video else None
-        train_loader = make_loader(train_ds, args.batch_size, args.workers, pin, sampler=sampler, generator=generator,
-                                   drop_last=drop_last, collate_fn=collate)
-        val_part = Subset(val_ds, range(rank, len(val_ds), world)) if world > 1 else val_ds
-        val_loader = make_loader(val_part, args.batch_size, args.workers, pin, collate_fn=collate)
+            sampler = RandomSampler(data.train, generator=generator)
+        drop_last = len(data.train) // world > args.batch_size
+        train_loader = make_loader(data.train, args.batch_size, args.workers, pin, sampler=sampler,
+                                   generator=generator, drop_last=drop_last, collate_fn=data.collate_fn)
+        val_part = Subset(data.val, range(rank, len(data.val), world)) if world > 1 else data.val
+        val_loader = make_loader(val_part, args.batch_size, args.workers, pin, collate_fn=data.collate_fn)
         if len(train_loader) == 0:
-            raise ValueError(f'{self.train_dir!r} has {len(train_ds)} images, fewer than one batch per process '
-                             f'({args.batch_size} x {world}); lower --batch-size')
-        return _Data(train_loader, val_loader, sampler, generator, list(train_ds.classes), len(train_ds), len(val_ds),
-                     data_cfg)
+            raise ValueError(f'{data.source!r} has {len(data.train)} training {self.training_task.samples}, fewer '
+                             f'than one batch per process ({args.batch_size} x {world}); lower --batch-size')
+        return _Loaders(train_loader, val_loader, sampler, generator)
 
     def _restore(self, ckpt: Dict[str, Any]) -> None:
         args = self.args
@@ -411,7 +348,7 @@ class _Run:
         _logger.info('resumed %s after epoch %d', args.output, self.start_epoch)
 
     def fit(self) -> Dict[str, Any]:
-        args, data = self.args, self.data
+        args, loaders = self.args, self.loaders
         distributed = self.world > 1
         train_model = nn.parallel.DistributedDataParallel(self.model) if distributed else self.model
         if self.is_main:
@@ -427,13 +364,12 @@ class _Run:
         for epoch in range(self.start_epoch, args.epochs):
             t0 = time.time()
             seed_epoch(args.seed, epoch, self.rank)
-            if self.video:
-                data.train_loader.dataset.set_epoch(epoch)  # new random frame offsets
+            self.training_task.set_epoch(self.data, epoch)
             if distributed:
-                data.sampler.set_epoch(epoch)
+                loaders.sampler.set_epoch(epoch)
             else:
-                data.generator.manual_seed(args.seed * 1_000_003 + epoch)
-            stats = train_one_epoch(train_model, data.train_loader, self.optimizer, self.scheduler, self.task,
+                loaders.generator.manual_seed(args.seed * 1_000_003 + epoch)
+            stats = train_one_epoch(train_model, loaders.train, self.optimizer, self.scheduler, self.task,
                                     self.device, epoch=epoch, num_updates=num_updates, scaler=self.scaler,
                                     ema=self.ema, amp_dtype=self.amp_dtype, clip_grad=args.clip_grad,
                                     accum_steps=args.grad_accum_steps, progress=self.progress)
@@ -456,10 +392,10 @@ class _Run:
 
     def _validate(self, epoch: int, stats: Dict[str, Any]):
         progress = 'validate' if self.progress else None
-        val = evaluate(self.model, self.data.val_loader, self.device, self.task, self.amp_dtype, progress=progress)
+        val = evaluate(self.model, self.loaders.val, self.device, self.task, self.amp_dtype, progress=progress)
         ema_val = None
         if self.ema is not None:
-            ema_val = evaluate(self.ema.module, self.data.val_loader, self.device, self.task, self.amp_dtype,
+            ema_val = evaluate(self.ema.module, self.loaders.val, self.device, self.task, self.amp_dtype,
                                progress='validate EMA' if self.progress else None)
         train_loss = torch.tensor([stats['loss'], stats['unreadable']], dtype=torch.float64, device=self.device)
         if self.world > 1:
@@ -476,16 +412,17 @@ class _Run:
         return row, val
 
     def _log_epoch(self, row: Dict[str, Any], stats: Dict[str, Any], val) -> None:
+        (top1, top5), files = self.training_task.metric_names, self.training_task.files
         bad = f' | unreadable train {row["train_unreadable"]} val {row["val_unreadable"]}' \
             if row['train_unreadable'] or row['val_unreadable'] else ''
-        ema_txt = f' | ema top1 {row["ema_top1"]:.2f}' if row['ema_top1'] != '' else ''
-        _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f top1 %.2f top5 %.2f%s | lr %.2e | %.1fs%s',
-                     row['epoch'], self.args.epochs, row['train_loss'], row['val_loss'], row['val_top1'],
-                     row['val_top5'], ema_txt, row['lr'], row['epoch_s'], bad)
+        ema_txt = f' | ema {top1} {row["ema_top1"]:.2f}' if row['ema_top1'] != '' else ''
+        _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f %s %.2f %s %.2f%s | lr %.2e | %.1fs%s',
+                     row['epoch'], self.args.epochs, row['train_loss'], row['val_loss'], top1, row['val_top1'],
+                     top5, row['val_top5'], ema_txt, row['lr'], row['epoch_s'], bad)
         for sample in stats.get('bad', [])[:5]:
-            _logger.warning('unreadable training image %s (%s)', sample.path, sample.error)
+            _logger.warning('unreadable training %s %s (%s)', files, sample.path, sample.error)
         for sample in val.bad[:5]:
-            _logger.warning('unreadable image %s (%s)', sample.path, sample.error)
+            _logger.warning('unreadable %s %s (%s)', files, sample.path, sample.error)
 
     # ---- files (rank 0) ---------------------------------------------------------------------------------------------
 
@@ -499,9 +436,8 @@ class _Run:
         if self.ckpt is not None:  # a kill between the checkpoint and metrics.csv: the checkpoint's history rules
             self._write_metrics()
         n_params = sum(p.numel() for p in self.model.parameters())
-        _logger.info('%s (%.2fM params, pe %s) at %d px | %d train / %d val images, %d classes | %d process(es) on '
-                     '%s | output %s', args.model, n_params / 1e6, getattr(self.model, 'pe_name', 'timm'),
-                     self.img_size, self.data.n_train, self.data.n_val, len(self.data.classes), self.world,
+        _logger.info('%s (%.2fM params, pe %s) | %s | %d process(es) on %s | output %s', args.model, n_params / 1e6,
+                     getattr(self.model, 'pe_name', 'timm'), self.training_task.describe(self.data), self.world,
                      self.device, out)
 
     def _write_metrics(self) -> None:
