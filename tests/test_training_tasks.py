@@ -20,15 +20,6 @@ VIDEO = ['--model', 'pe_video_vit_tiny_patch16_nope_224', '--img-size', '16', '-
          'embed_dim=32', 'depth=1', 'num_heads=2']
 
 
-@pytest.fixture(scope='module')
-def videos(tmp_path_factory) -> str:
-    from zoo.datasets.synthetic_video import make_videos
-    root = str(tmp_path_factory.mktemp('videos'))
-    make_videos(root, num_per_class=2, val_per_class=1, num_frames=8, size=16, seed=0, clips_dir=None,
-                classes=('motion_left', 'motion_right'), progress=False)
-    return root
-
-
 def _args(*argv):
     return parse_train_args(['--data-dir', 'd', '--output', 'o', *argv])
 
@@ -44,10 +35,13 @@ def test_the_model_name_picks_the_classification_task():
 
 
 @pytest.mark.parametrize('frames', [['--num-frames', '4'], ['num_frames=4']])
-def test_video_training_has_one_frame_count_and_no_image_transforms(videos, frames):
+def test_video_training_has_one_frame_count_and_no_image_transforms(tmp_path, frames):
     """--num-frames (or the model kwargs) builds the model, samples the clips and is recorded; the video folder
     gets no image transform."""
-    tt = classification_training(parse_train_args([*VIDEO, *frames, '--data-dir', videos, '--output', 'o']))
+    from zoo.datasets.synthetic_video import make_videos
+    make_videos(str(tmp_path), 2, 8, 16, val_per_class=1, clips_dir=None, classes=('motion_left', 'motion_right'),
+                progress=False)
+    tt = classification_training(parse_train_args([*VIDEO, *frames, '--data-dir', str(tmp_path), '--output', 'o']))
     model = tt.create_model(resuming=False)
     data = tt.open_data(model)
     assert model.patch_embed.num_frames == 4
