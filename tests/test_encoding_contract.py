@@ -383,3 +383,145 @@ def test_video_meta_device_init(kind):
             assert 0.5 < ratio < 2, f'{kind}: {name} std {p.std():.3g} vs {ref.std():.3g}'
     with torch.no_grad():
         assert torch.isfinite(meta.eval()(_v())).all()
+
+
+# ------------------------------------------------------------------------------------------ the seam's newer hooks
+# Each hook of AttnTerm that only some encodings use (value / output transforms, the post-softmax multiplier, the
+# bias per block of queries) is held to a hand computation here by a toy term, so that breaking the hook in the
+# attention fails a test even before an encoding that uses it exists.
+import torch.nn.functional as F  # noqa: E402
+
+from zoo.encodings import AttnTerm  # noqa: E402
+from zoo.models.attention import Attention, KVCache  # noqa: E402
+
+_L, _H, _D = 7, 2, 8
+
+
+def _toy_attention(seed: int = 0) -> Attention:
+    torch.manual_seed(seed)
+    attn = Attention(_H * _D, _H, qkv_bias=True).eval()
+    return attn
+
+
+def _qkv(attn: Attention, x: torch.Tensor):
+    q, k, v = attn.qkv(x).reshape(x.shape[0], x.shape[1], 3, _H, _D).permute(2, 0, 3, 1, 4)
+    return q, k, v
+
+
+def _finish(attn: Attention, o: torch.Tensor) -> torch.Tensor:
+    return attn.proj(o.transpose(1, 2).reshape(o.shape[0], o.shape[2], _H * _D))
+
+
+class _ScaleVO(AttnTerm):
+    """Toy value / output transform: v of token j times ``w[j]``, the output of query i times ``u[i]``."""
+    tensor_fields = ('w', 'u')
+
+    def __init__(self, w, u):
+        self.w, self.u = w, u
+
+    def transform_values(self, v):
+        return v * self.w[..., -v.shape[-2]:, None]
+
+    def transform_output(self, o):
+        return o * self.u[..., -o.shape[-2]:, None]
+
+
+class _Multiplier(AttnTerm):
+    """Toy post-softmax multiplier ``C`` (may be negative; rows not renormalised)."""
+    needs_attn_weights = True
+    tensor_fields = ('c',)
+
+    def __init__(self, c):
+        self.c = c
+
+    def attn_multiplier(self, q, k):
+        return self.c
+
+
+class _RowBias(AttnTerm):
+    """Toy blocked bias: rows of a known table, recording which rows the attention asked for."""
+    tensor_fields = ('table',)
+
+    def __init__(self, table, block):
+        self.table, self.query_block, self.asked = table, block, []
+
+    def bias(self, q, k, scale):
+        self.asked.append(('all', q.shape[-2]))
+        return self.table[..., self.table.shape[-2] - q.shape[-2]:, :]
+
+    def bias_rows(self, q, k, scale, start, stop):
+        self.asked.append((start, stop))
+        assert q.shape[-2] == stop - start
+        return self.table[..., start:stop, :]
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_value_and_output_transforms_match_a_hand_computation(fused):
+    attn = _toy_attention()
+    attn.fused_attn = fused
+    x = torch.randn(2, _L, _H * _D)
+    w, u = torch.rand(1, 1, _L) + 0.5, torch.rand(1, 1, _L) + 0.5
+    q, k, v = _qkv(attn, x)
+    p = ((q @ k.transpose(-2, -1)) * _D ** -0.5).softmax(-1)
+    want = _finish(attn, (p @ (v * w[..., None])) * u[..., None])
+    with torch.no_grad():
+        got = attn(x, _ScaleVO(w, u))
+        torch.testing.assert_close(got, want.detach(), atol=1e-5, rtol=1e-5)
+        # KV cache: each step's values are transformed at their own tokens before they are cached
+        full = attn(x, _ScaleVO(w, u), is_causal=True)
+        cache = KVCache(1)
+        attn(x[:, :4], _ScaleVO(w[..., :4], u[..., :4]), is_causal=True, kv_cache=cache)
+        step = attn(x[:, 4:], _ScaleVO(w, u), is_causal=True, kv_cache=cache)
+    torch.testing.assert_close(step, full[:, 4:], atol=1e-5, rtol=1e-5)
+
+
+def test_post_softmax_multiplier_matches_a_hand_computation_and_leaves_sdpa():
+    attn = _toy_attention(1)
+    attn.fused_attn = True  # the term's declaration alone must send it to the explicit path
+    x = torch.randn(2, _L, _H * _D)
+    c = torch.randn(1, _H, _L, _L)
+    q, k, v = _qkv(attn, x)
+    p = ((q @ k.transpose(-2, -1)) * _D ** -0.5).softmax(-1) * c
+    want = _finish(attn, p @ v)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, _Multiplier(c)), want.detach(), atol=1e-5, rtol=1e-5)
+        plain = attn(x)
+    assert (plain - want).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize('causal', [False, True])
+def test_blocked_bias_matches_the_whole_bias(causal):
+    """A term with query_block gets its bias per block of queries (never whole) on the fused path, and the output
+    equals SDPA with the whole bias, with causal and key padding masks and a KV-cache offset."""
+    attn = _toy_attention(2)
+    attn.fused_attn = True
+    x = torch.randn(2, _L, _H * _D)
+    table = torch.randn(1, _H, _L, _L)
+    key_mask = torch.ones(2, _L, dtype=torch.bool)
+    key_mask[1, 1] = False
+    q, k, v = _qkv(attn, x)
+    allowed = key_mask[:, None, None, :] & (torch.ones(_L, _L).tril().bool() if causal else True)
+    want = _finish(attn, F.scaled_dot_product_attention(q, k, v, attn_mask=table.masked_fill(~allowed, float('-inf'))))
+    term = _RowBias(table, block=3)
+    with torch.no_grad():
+        got = attn(x, term, attn_mask=key_mask, is_causal=causal)
+    torch.testing.assert_close(got, want.detach(), atol=1e-5, rtol=1e-5)
+    assert term.asked == [(0, 3), (3, 6), (6, 7)]
+    # explicit path: the whole bias, once
+    attn.fused_attn = False
+    term = _RowBias(table, block=3)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, term, attn_mask=key_mask, is_causal=causal), want.detach(),
+                                   atol=1e-5, rtol=1e-5)
+    assert term.asked == [('all', _L)]
+    if causal:  # KV cache: the new queries are the last rows of the key sequence
+        attn.fused_attn = True
+        cache = KVCache(1)
+        with torch.no_grad():
+            attn(x[:, :2], _RowBias(table[..., :2, :2], 3), is_causal=True, kv_cache=cache)
+            term = _RowBias(table, block=3)
+            step = attn(x[:, 2:], term, is_causal=True, kv_cache=cache)
+        plain = _finish(attn, F.scaled_dot_product_attention(
+            q, k, v, attn_mask=table.masked_fill(~torch.ones(_L, _L).tril().bool(), float('-inf'))))
+        torch.testing.assert_close(step, plain[:, 2:].detach(), atol=1e-5, rtol=1e-5)
+        assert term.asked == [(2, 5), (5, 7)]

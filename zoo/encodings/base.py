@@ -8,8 +8,9 @@ four contributions (hooks):
 * ``mix(x, pos, block_idx)``: a token mixer after a block (CPVT's PEG). It needs the full grid.
 * ``attn_terms(pos, dtype, device)``: one :class:`AttnTerm` (or ``None``) per layer, computed once per forward and
   shared by the layers that need the same one. A term may rotate q and k (RoPE family, ComRoPE, LieRE, multimodal
-  schemes), add an additive attention bias that can depend on q and k (iRPE bias / contextual), and add a value term
-  computed from the attention weights (iRPE on v).
+  schemes), transform v before attention and the output after it (GTA), add an additive attention bias that can
+  depend on q and k (iRPE bias / contextual, the distance biases; per block of queries at large sizes), multiply
+  the post-softmax weights (URPE), and add a value term computed from the attention weights (iRPE on v).
 * ``set_grid_size(grid)``: resample learned tables to a new default grid.
 * ``set_extrapolation(strategy)`` / ``check_extrapolation(strategy)``: switch to (or validate, without any change)
   a training-free extrapolation strategy (:mod:`zoo.encodings.extrapolation`); the encoding drops its own cached
@@ -20,7 +21,9 @@ four contributions (hooks):
   encoding's (2D checkpoint -> 3D model).
 
 The attention layer (``zoo.models.attention.Attention``) contains no per-encoding branch: it only asks the term what
-it contributes, and uses ``F.scaled_dot_product_attention`` unless the term declares ``needs_attn_weights``. Code
+it contributes, and uses ``F.scaled_dot_product_attention`` unless the term declares ``needs_attn_weights`` (a
+post-softmax multiplier or a value term); a term that sets ``query_block`` gets its bias asked per block of queries
+(``bias_rows``), each block one SDPA call, so no ``(L, L)`` bias exists whole. Code
 above the encodings (models, sweeps, converters) calls these hooks and never reads or writes an encoding's attributes
 or caches.
 
@@ -87,6 +90,9 @@ class Positions:
         ids: optional explicit position ids ``(A, B, L)`` (A axes, M-RoPE style), long or float, for every token.
         attn_mask: optional key padding mask ``(B, L_keys)`` bool, True for real tokens (keys of a KV cache included).
         is_causal: tokens attend only to keys at or before their own index.
+        batch_size: rows of the batch, when the backbone states it: encodings that draw positions per sample in
+            training (``random_positions``) draw this many; ``None`` means one draw shared by the batch (or the batch
+            of ``keep_indices``).
     """
     grid: Optional[Tuple[int, int, int]]
     num_prefix_tokens: int = 0
@@ -95,6 +101,7 @@ class Positions:
     ids: Optional[torch.Tensor] = None
     attn_mask: Optional[torch.Tensor] = None
     is_causal: bool = False
+    batch_size: Optional[int] = None
 
     @classmethod
     def from_hw(cls, hw: Tuple[int, int], num_prefix_tokens: int = 0, num_class_tokens: int = 0,
@@ -133,6 +140,14 @@ class Positions:
     @property
     def is_subset(self) -> bool:
         return self.keep_indices is not None
+
+    @property
+    def draw_batch(self) -> int:
+        """How many per-sample position draws a training forward makes: ``batch_size``, else the batch of
+        ``keep_indices``, else 1 (one draw shared by the batch)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return 1 if self.keep_indices is None else self.keep_indices.shape[0]
 
     def require_full_grid(self, encoding: str) -> None:
         """ValueError for token subsets: ``encoding`` needs every patch of the grid (e.g. PEG's convolution)."""
@@ -180,20 +195,61 @@ class Positions:
 class AttnTerm:
     """What an encoding contributes inside one attention layer.
 
-    q, k, v are ``(B, heads, L, head_dim)``. Subclasses override only what they need; the defaults contribute
-    nothing. The tensors that define a term are listed in ``tensor_fields`` (their leading axis is the batch, size 1
-    or B): backbones hand them to gradient checkpointing as explicit inputs, so gradients reach learned frequencies in
-    both checkpoint modes.
+    q, k, v are ``(B, heads, L, head_dim)`` (k and v may have fewer heads before grouped-query attention repeats
+    them). Subclasses override only what they need; the defaults contribute nothing. The order inside the attention:
+
+    1. ``rotate(q, k)`` and ``transform_values(v)`` (each token at its own position, before a KV cache append);
+    2. ``bias(q, k, scale)``, added to ``scale * q @ k^T`` (merged with the padding / causal masks into SDPA's
+       ``attn_mask``), or, when ``query_block`` is set, ``bias_rows`` for each block of queries;
+    3. softmax; on the explicit path (``needs_attn_weights``) the weights are multiplied by ``attn_multiplier`` and
+       ``value_term(attn)`` is added to ``attn @ v``;
+    4. ``transform_output(o)`` on the per-head output, before the heads are merged.
+
+    The tensors that define a term are listed in ``tensor_fields`` (their leading axis is the batch, size 1 or B):
+    backbones hand them to gradient checkpointing as explicit inputs, so gradients reach learned parameters in both
+    checkpoint modes.
+
+    Attributes:
+        needs_attn_weights: True when ``attn_multiplier`` or ``value_term`` needs the post-softmax weights (URPE,
+            iRPE on v); only then does the attention leave ``F.scaled_dot_product_attention`` for the explicit path.
+        query_block: when set (an int), the fused path asks ``bias_rows`` for blocks of this many queries and runs
+            one SDPA call per block, so the ``(L, L)`` bias is never materialised whole (distance biases at video
+            sizes). Terms set it only in eager mode (sizes are then Python ints), never while tracing.
     """
-    needs_attn_weights: bool = False  # True only when value_term needs the post-softmax weights (iRPE on v)
+    needs_attn_weights: bool = False
+    query_block: Optional[int] = None
     tensor_fields: Tuple[str, ...] = ()
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Return rotated ``(q, k)``, out of place. Prefix tokens are handled by the term (identity rows)."""
         return q, k
 
+    def transform_values(self, v: torch.Tensor) -> torch.Tensor:
+        """Values ``(B, kv_heads, L, head_dim)`` transformed before attention (GTA: each token's group element),
+        out of place; new tokens of a KV cache are transformed before they are appended."""
+        return v
+
+    def transform_output(self, o: torch.Tensor) -> torch.Tensor:
+        """Per-head attention output ``(B, heads, L_queries, head_dim)`` transformed after attention, before the heads
+        are merged (GTA: the inverse of the query token's group element), out of place."""
+        return o
+
     def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> Optional[torch.Tensor]:
         """Additive attention logits ``(B or 1, heads or 1, L, L)`` added to ``scale * q @ k^T``, or ``None``."""
+        return None
+
+    def bias_rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` of :meth:`bias` (query token indices in the key sequence), ``(B or 1, heads or 1,
+        stop - start, L_keys)``, for a term that sets ``query_block``; ``q`` holds those queries only.
+
+        Raises:
+            NotImplementedError: the term sets ``query_block`` without computing its bias per block.
+        """
+        raise NotImplementedError(f'{type(self).__name__} sets query_block but does not implement bias_rows')
+
+    def attn_multiplier(self, q: torch.Tensor, k: torch.Tensor) -> Optional[torch.Tensor]:
+        """Post-softmax multiplier ``(B or 1, heads or 1, L_queries, L_keys)`` of the attention weights (URPE), or
+        ``None``. Used on the explicit path only: a term returning one declares ``needs_attn_weights``."""
         return None
 
     def value_term(self, attn: torch.Tensor) -> Optional[torch.Tensor]:

@@ -2,9 +2,11 @@
 
 ``Attention`` consults an optional :class:`~zoo.encodings.AttnTerm` from the position encoding and knows nothing
 about which encoding made it. It supports a key padding mask, causal attention, grouped-query attention (GQA,
-Ainslie et al., arXiv:2305.13245) and a KV cache in which new tokens are rotated at their own positions before they
-are appended. Everything goes through ``F.scaled_dot_product_attention`` (the encoding's bias and the masks merged
-into ``attn_mask``) unless the term declares ``needs_attn_weights`` (iRPE on values).
+Ainslie et al., arXiv:2305.13245) and a KV cache in which new tokens are rotated (and their values transformed) at
+their own positions before they are appended. Everything goes through ``F.scaled_dot_product_attention`` (the
+encoding's bias and the masks merged into ``attn_mask``) unless the term declares ``needs_attn_weights`` (a
+post-softmax multiplier such as URPE's, or iRPE on values). A term with ``query_block`` set gets one SDPA call per
+block of queries, its bias computed per block (``bias_rows``), so no ``(L, L)`` bias exists whole at video sizes.
 """
 from __future__ import annotations
 
@@ -48,26 +50,30 @@ class KVCache:
 
 
 def build_attn_mask(bias: Optional[torch.Tensor], key_mask: Optional[torch.Tensor], is_causal: bool,
-                    num_queries: int, num_keys: int, dtype: torch.dtype,
-                    device: torch.device) -> Tuple[Optional[torch.Tensor], bool]:
+                    num_queries: int, num_keys: int, dtype: torch.dtype, device: torch.device,
+                    query_offset: Optional[int] = None) -> Tuple[Optional[torch.Tensor], bool]:
     """Merge an additive bias, a key padding mask and causality into one SDPA ``attn_mask``.
 
     Args:
         bias: additive logits broadcastable to ``(B, heads, Lq, Lk)`` or None.
         key_mask: ``(B, Lk)`` bool, True for keys that may be attended, or None.
-        is_causal: queries are the last ``Lq`` of the ``Lk`` positions and see keys at or before their own.
+        is_causal: query ``i`` sits at key position ``query_offset + i`` and sees keys at or before it.
+        query_offset: key position of the first query; default ``Lk - Lq`` (the queries are the last ``Lq`` keys).
+            A block of queries passes its own start.
 
     Returns:
         ``(attn_mask, is_causal_flag)``: the flag is True only when causality alone is asked for and can be passed
-        to SDPA as ``is_causal`` (no cache offset, no other mask).
+        to SDPA as ``is_causal`` (no cache offset, no block offset, no other mask).
 
     Raises:
         ValueError: a key mask whose length is not the number of keys.
     """
+    if query_offset is None:
+        query_offset = num_keys - num_queries
     if bias is None and key_mask is None:
         if not is_causal:
             return None, False
-        if num_queries == num_keys:
+        if num_queries == num_keys and query_offset == 0:
             return None, True
     allowed = None
     if key_mask is not None:
@@ -76,7 +82,7 @@ def build_attn_mask(bias: Optional[torch.Tensor], key_mask: Optional[torch.Tenso
                              f'{tuple(key_mask.shape)}')
         allowed = key_mask.to(device=device, dtype=torch.bool)[:, None, None, :]
     if is_causal:
-        q_pos = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
+        q_pos = torch.arange(num_queries, device=device)[:, None] + query_offset
         causal = torch.arange(num_keys, device=device)[None, :] <= q_pos
         allowed = causal if allowed is None else allowed & causal
     if bias is None:
@@ -89,9 +95,12 @@ def build_attn_mask(bias: Optional[torch.Tensor], key_mask: Optional[torch.Tenso
 class Attention(nn.Module):
     """Multi-head self-attention that consults an optional :class:`AttnTerm` from the position encoding.
 
-    Order: project q, k, v -> optional q/k norm -> ``term.rotate`` -> KV cache append -> ``term.bias`` -> SDPA with
-    bias, padding and causal masks merged into ``attn_mask``; the explicit path (``term.needs_attn_weights``) adds
-    ``term.value_term(attn)``.
+    Order: project q, k, v -> optional q/k norm -> ``term.rotate`` and ``term.transform_values`` -> KV cache append ->
+    ``term.bias`` -> SDPA with bias, padding and causal masks merged into ``attn_mask`` -> ``term.transform_output``.
+    The explicit path (``term.needs_attn_weights``, or timm's fused attention switched off) multiplies the
+    post-softmax weights by ``term.attn_multiplier`` and adds ``term.value_term(attn)``. With ``term.query_block`` set
+    (and more queries than that), the fused path runs one SDPA call per block of queries with the bias rows of that
+    block (``term.bias_rows``).
 
     Args:
         dim: model width C.
@@ -147,28 +156,67 @@ class Attention(nn.Module):
         q, k = self.q_norm(q), self.k_norm(k)
         if term is not None:
             q, k = term.rotate(q, k)
+            v = term.transform_values(v)
         if kv_cache is not None:
             k, v = kv_cache.update(layer_idx, k, v)
         if hkv != hq:
             k, v = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
-        bias = term.bias(q, k, self.scale) if term is not None else None
-        mask, causal = build_attn_mask(bias, attn_mask, is_causal, N, k.shape[-2], q.dtype, q.device)
-        if self.fused_attn and (term is None or not term.needs_attn_weights):
+        explicit = not self.fused_attn or (term is not None and term.needs_attn_weights)
+        block = None if term is None or explicit else term.query_block
+        if block is not None and N > block:
+            x = self._blocked_sdpa(q, k, v, term, attn_mask, is_causal, block)
+        elif not explicit:
+            bias = term.bias(q, k, self.scale) if term is not None else None
+            mask, causal = build_attn_mask(bias, attn_mask, is_causal, N, k.shape[-2], q.dtype, q.device)
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                                dropout_p=self.attn_drop.p if self.training else 0.)
         else:
-            attn = (q * self.scale) @ k.transpose(-2, -1)
-            if causal:  # only returned when queries and keys coincide
-                mask = torch.ones(N, N, dtype=torch.bool, device=q.device).tril()
-            if mask is not None:
-                attn = attn.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else attn + mask
-            attn = self.attn_drop(attn.softmax(dim=-1))
-            x = attn @ v
-            extra = term.value_term(attn) if term is not None else None
-            if extra is not None:
-                x = x + extra.to(x.dtype)
+            x = self._explicit(q, k, v, term, attn_mask, is_causal)
+        if term is not None:
+            x = term.transform_output(x)
         x = x.transpose(1, 2).reshape(B, N, hq * hd)
         return self.proj_drop(self.proj(x))
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: Optional[AttnTerm],
+                  attn_mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+        """Softmax attention written out: bias and masks, softmax, the term's post-softmax multiplier, dropout,
+        ``attn @ v`` plus the term's value term. Returns ``(B, heads, Lq, head_dim)``."""
+        n = q.shape[-2]
+        bias = term.bias(q, k, self.scale) if term is not None else None
+        mask, causal = build_attn_mask(bias, attn_mask, is_causal, n, k.shape[-2], q.dtype, q.device)
+        attn = (q * self.scale) @ k.transpose(-2, -1)
+        if causal:  # only returned when queries and keys coincide
+            mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            attn = attn.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else attn + mask
+        attn = attn.softmax(dim=-1)
+        multiplier = term.attn_multiplier(q, k) if term is not None else None
+        if multiplier is not None:
+            attn = attn * multiplier.to(attn.dtype)
+        attn = self.attn_drop(attn)
+        x = attn @ v
+        extra = term.value_term(attn) if term is not None else None
+        if extra is not None:
+            x = x + extra.to(x.dtype)
+        return x
+
+    def _blocked_sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: AttnTerm,
+                      attn_mask: Optional[torch.Tensor], is_causal: bool, block: int) -> torch.Tensor:
+        """One SDPA call per block of ``block`` queries, each with its rows of the term's bias (``bias_rows``) merged
+        with the padding / causal masks; the ``(Lq, Lk)`` bias never exists whole. Eager only: the term sets
+        ``query_block`` only when sizes are Python ints. Returns ``(B, heads, Lq, head_dim)``."""
+        n, n_keys = q.shape[-2], k.shape[-2]
+        offset = n_keys - n  # key position of the first query (a KV cache puts the queries last)
+        drop = self.attn_drop.p if self.training else 0.
+        out = []
+        for start in range(0, n, block):
+            stop = min(n, start + block)
+            qb = q[:, :, start:stop]
+            bias = term.bias_rows(qb, k, self.scale, offset + start, offset + stop)
+            mask, causal = build_attn_mask(bias, attn_mask, is_causal, stop - start, n_keys, q.dtype, q.device,
+                                           query_offset=offset + start)
+            out.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, is_causal=causal, dropout_p=drop))
+        return torch.cat(out, dim=2)
 
 
 class Block(nn.Module):
