@@ -11,4 +11,6 @@ from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
 from .rotary import RoPE3D, RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
 from .irpe import IRPE
 from .comrope import ComRoPE, LieRE
+from .distance import FIRE, ALiBi, KerpleLog, KerplePower, alibi_slopes
+from .randomized import RandomPositions
 from . import multimodal_rope
