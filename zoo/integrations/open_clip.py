@@ -33,14 +33,15 @@ import logging
 import os
 import re
 from functools import partial
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
 from timm.layers import QuickGELU, resample_abs_pos_embed
-from timm.models import generate_default_cfgs, get_pretrained_cfg, load_pretrained, model_entrypoint, register_model
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from zoo.models import CheckpointMismatchError, PE_OF_MODEL, checkpoint_filter_fn, unwrap_state_dict
+from zoo.models.vit import PEVisionTransformer, take_pe_kwargs
 
 __all__ = ['CLIP_MEAN', 'CLIP_STD', 'clip_tower_name', 'clip_config_name', 'clip_configs', 'write_clip_configs',
            'register_open_clip_configs', 'is_clip_visual_state_dict', 'clip_visual_state_dict', 'clip_visual_geometry',
@@ -87,28 +88,13 @@ def clip_config_name(image_model: str) -> str:
     return f'zoo-ViT-{_SIZE_TAGS[p["size"]][0]}-{p["patch"]}-{p["suffix"]}'
 
 
-def _tower_cfg(url: str = '') -> Dict[str, Any]:
-    return {'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 1.0,
-            'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': CLIP_MEAN, 'std': CLIP_STD,
-            'first_conv': 'patch_embed.proj', 'classifier': 'head'}
-
-
-def _make_tower_entrypoint(name: str, image_model: str):
-    def entrypoint(pretrained: bool = False, **kwargs) -> nn.Module:
-        args = dict(CLIP_LAYOUT, **kwargs)
-        if not args.get('pretrained_cfg'):  # this tower's cfg (CLIP mean/std), not the pe_vit model's
-            args['pretrained_cfg'] = get_pretrained_cfg(name)
-        # build without weights, then load a CLIP (or zoo) file through the CLIP-aware filter below
-        model = model_entrypoint(image_model)(pretrained=False, **args)
-        if pretrained:
-            load_pretrained(model, pretrained_cfg=model.pretrained_cfg, num_classes=model.num_classes,
-                            filter_fn=_tower_filter_fn)
-        return model
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = (f'{image_model} in the CLIP visual-transformer layout (ln_pre, LayerNorm eps 1e-5, class '
-                          'token after ln_post); loads open_clip / OpenAI CLIP visual weights.')
-    return entrypoint
+def _create_clip_tower(variant: str, pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """timm builder of a CLIP-layout tower: the zoo ViT, whose weights load through :func:`_tower_filter_fn` (CLIP
+    layouts converted, zoo layouts as ``pe_vit_*``)."""
+    if kwargs.get('features_only'):
+        kwargs.setdefault('feature_cls', 'getter')
+    return build_model_with_cfg(PEVisionTransformer, variant, pretrained, pretrained_filter_fn=_tower_filter_fn,
+                                **kwargs)
 
 
 def _tower_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tensor]:
@@ -118,11 +104,434 @@ def _tower_filter_fn(state_dict: Dict, model: nn.Module) -> Dict[str, torch.Tens
     return checkpoint_filter_fn(state_dict, model)
 
 
-_TOWERS = {clip_tower_name(n): n for n in _image_models()}
-default_cfgs = generate_default_cfgs({n: _tower_cfg() for n in _TOWERS})
-for _name, _image_model in _TOWERS.items():
-    globals()[_name] = register_model(_make_tower_entrypoint(_name, _image_model))
-    PE_OF_MODEL[_name] = PE_OF_MODEL[_image_model]  # `zoo list`, reports and checkpoint identity checks
+def _tower_cfg(url: str = '') -> Dict[str, Any]:
+    return {'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 1.0,
+            'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': CLIP_MEAN, 'std': CLIP_STD,
+            'first_conv': 'patch_embed.proj', 'classifier': 'head'}
+
+
+# One tower per zoo image model (pe_vit_{size}_patch16_{pe}_224): the same geometry and PE options plus CLIP_LAYOUT.
+default_cfgs = generate_default_cfgs({
+    'clip_pe_vit_tiny_patch16_ape_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_ape_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_ape_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_sincos_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_sincos_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_sincos_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_nope_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_nope_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_nope_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_peg_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_peg_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_peg_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_peg0to5_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_peg0to5_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_peg0to5_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_fourier_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_fourier_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_fourier_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_rope_axial_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_rope_axial_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_rope_axial_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_rope_mixed_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_rope_mixed_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_rope_mixed_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_rope_mixed_ape_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_rope_mixed_ape_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_rope_mixed_ape_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_irpe_k_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_irpe_k_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_irpe_k_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_irpe_qk_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_irpe_qkv_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_irpe_qkv_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_comrope_ap_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_comrope_ap_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_comrope_ap_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_comrope_ld_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_comrope_ld_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_comrope_ld_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_liere_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_liere_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_liere_224': _tower_cfg(),
+})
+
+_TOWERS = {name: name[len('clip_'):] for name in default_cfgs}  # tower -> its pe_vit_* image model
+PE_OF_MODEL.update({name: PE_OF_MODEL[image_model] for name, image_model in _TOWERS.items()})
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_small_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_small_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_small_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_irpe_qk_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with contextual product iRPE on queries and keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qk'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_irpe_qk_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_irpe_qkv_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with contextual product iRPE on queries, keys and values (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qkv'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_irpe_qkv_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_irpe_qkv_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with contextual product iRPE on queries, keys and values (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qkv'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_irpe_qkv_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
 
 
 # -------------------------------------------------------------------------------------------------- open_clip configs

@@ -11,8 +11,12 @@ Defaults follow VideoMAE: 16 frames, tubelet 2, no class token, mean pooling wit
 normalise every token with the final ``norm`` instead: build them with ``fc_norm=False`` (see
 :func:`~zoo.models.checkpoint_filters.video_checkpoint_filter_fn`).
 
-Papers: ViViT (arXiv:2103.15691), VideoMAE (arXiv:2203.12602), TimeSformer (arXiv:2102.05095), V-JEPA 2
-(arXiv:2506.09985), UniFormer (arXiv:2201.04676).
+Registered models ``pe_video_vit_{tiny,small,base}_patch16_{pe}_224``: one ``@register_model`` function each, at the
+end of this file (:data:`VIDEO_PE_MODELS` maps the ``{pe}`` part to its encoding).
+
+Papers: ViViT (arXiv:2103.15691), VideoMAE (arXiv:2203.12602), TimeSformer (arXiv:2102.05095), V-JEPA
+(arXiv:2404.08471), V-JEPA 2 (arXiv:2506.09985), UniFormer (arXiv:2201.04676), and the encodings' papers (see
+``zoo.models.vit``).
 """
 from __future__ import annotations
 
@@ -22,11 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import register_notrace_function, resample_patch_embed, to_2tuple
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from .checkpoint_filters import video_checkpoint_filter_fn
-from .vit import PE_OF_MODEL, PEVisionTransformer, _SIZES
+from .vit import PE_OF_MODEL, PEVisionTransformer, take_pe_kwargs
 
 __all__ = ['PEVideoTransformer', 'TubeletEmbed', 'VIDEO_PE_MODELS']
 
@@ -226,57 +231,418 @@ def _cfg(url: str = '', **kwargs) -> Dict:
     # timm's cfg holds (C, H, W) only (its builder asserts it): the frame count is the model's num_frames (16)
     return {
         'url': url, 'num_classes': 400, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 1.0,
-        'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': (0.485, 0.456, 0.406),
-        'std': (0.229, 0.224, 0.225), 'first_conv': 'patch_embed.proj', 'classifier': 'head',
+        'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': IMAGENET_DEFAULT_MEAN,
+        'std': IMAGENET_DEFAULT_STD, 'first_conv': 'patch_embed.proj', 'classifier': 'head',
         'notes': ('input clips (B, 3, 16, 224, 224): 16 frames (the model\'s num_frames), tubelet 2',), **kwargs,
     }
 
 
 # ------------------------------------------------------------------------------------------- registered models
-# suffix: (registered encoding, pe_kwargs). Sizes as the image models (DeiT tiny/small/base, patch 16).
-_IRPE_VIDEO = dict(ratio=1.9, method='product', mode='contextual', shared_head=True, skip=0, ape=True, rpe_on='k')
-VIDEO_PE_MODELS: Dict[str, Tuple[str, Dict]] = {
-    'ape': ('ape', {}),
-    'st_ape': ('st_ape', {}),
-    'sincos': ('sincos1d', {}),
-    'sincos3d': ('sincos3d', {}),
-    'nope': ('nope', {}),
-    'peg': ('peg', dict(after_blocks=(0,))),
-    'fourier': ('fourier', {}),
-    'rope3d': ('rope3d', {}),
-    'rope_mixed': ('rope_mixed', dict(theta=10.0)),
-    'comrope_ap': ('comrope', dict(variant='ap')),
-    'comrope_ld': ('comrope', dict(variant='ld')),
-    'liere': ('liere', {}),
-    'irpe_k': ('irpe', _IRPE_VIDEO),
+# Sizes as the image models (DeiT tiny/small/base, patch 16), 16 frames, tubelet 2 (VideoMAE).
+default_cfgs = generate_default_cfgs({
+    'pe_video_vit_tiny_patch16_ape_224': _cfg(),
+    'pe_video_vit_small_patch16_ape_224': _cfg(),
+    'pe_video_vit_base_patch16_ape_224': _cfg(),
+    'pe_video_vit_tiny_patch16_st_ape_224': _cfg(),
+    'pe_video_vit_small_patch16_st_ape_224': _cfg(),
+    'pe_video_vit_base_patch16_st_ape_224': _cfg(),
+    'pe_video_vit_tiny_patch16_sincos_224': _cfg(),
+    'pe_video_vit_small_patch16_sincos_224': _cfg(),
+    'pe_video_vit_base_patch16_sincos_224': _cfg(),
+    'pe_video_vit_tiny_patch16_sincos3d_224': _cfg(),
+    'pe_video_vit_small_patch16_sincos3d_224': _cfg(),
+    'pe_video_vit_base_patch16_sincos3d_224': _cfg(),
+    'pe_video_vit_tiny_patch16_nope_224': _cfg(),
+    'pe_video_vit_small_patch16_nope_224': _cfg(),
+    'pe_video_vit_base_patch16_nope_224': _cfg(),
+    'pe_video_vit_tiny_patch16_peg_224': _cfg(),
+    'pe_video_vit_small_patch16_peg_224': _cfg(),
+    'pe_video_vit_base_patch16_peg_224': _cfg(),
+    'pe_video_vit_tiny_patch16_fourier_224': _cfg(),
+    'pe_video_vit_small_patch16_fourier_224': _cfg(),
+    'pe_video_vit_base_patch16_fourier_224': _cfg(),
+    'pe_video_vit_tiny_patch16_rope3d_224': _cfg(),
+    'pe_video_vit_small_patch16_rope3d_224': _cfg(),
+    'pe_video_vit_base_patch16_rope3d_224': _cfg(),
+    'pe_video_vit_tiny_patch16_rope_mixed_224': _cfg(),
+    'pe_video_vit_small_patch16_rope_mixed_224': _cfg(),
+    'pe_video_vit_base_patch16_rope_mixed_224': _cfg(),
+    'pe_video_vit_tiny_patch16_comrope_ap_224': _cfg(),
+    'pe_video_vit_small_patch16_comrope_ap_224': _cfg(),
+    'pe_video_vit_base_patch16_comrope_ap_224': _cfg(),
+    'pe_video_vit_tiny_patch16_comrope_ld_224': _cfg(),
+    'pe_video_vit_small_patch16_comrope_ld_224': _cfg(),
+    'pe_video_vit_base_patch16_comrope_ld_224': _cfg(),
+    'pe_video_vit_tiny_patch16_liere_224': _cfg(),
+    'pe_video_vit_small_patch16_liere_224': _cfg(),
+    'pe_video_vit_base_patch16_liere_224': _cfg(),
+    'pe_video_vit_tiny_patch16_irpe_k_224': _cfg(),
+    'pe_video_vit_small_patch16_irpe_k_224': _cfg(),
+    'pe_video_vit_base_patch16_irpe_k_224': _cfg(),
+})
+
+#: The ``{pe}`` part of a video model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``).
+VIDEO_PE_MODELS: Dict[str, str] = {
+    'ape': 'ape', 'st_ape': 'st_ape', 'sincos': 'sincos1d', 'sincos3d': 'sincos3d', 'nope': 'nope', 'peg': 'peg',
+    'fourier': 'fourier', 'rope3d': 'rope3d', 'rope_mixed': 'rope_mixed', 'comrope_ap': 'comrope',
+    'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe',
 }
+PE_OF_MODEL.update({
+    name: VIDEO_PE_MODELS[name[len('pe_video_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs})
 
 
-def _model_name(size: str, suffix: str) -> str:
-    return f'pe_video_vit_{size}_patch16_{suffix}_224'
+@register_model
+def pe_video_vit_tiny_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), one learned (T, H, W) table (ViViT, arXiv:2103.15691)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-default_cfgs = generate_default_cfgs({_model_name(s, k): _cfg() for k in VIDEO_PE_MODELS for s in _SIZES})
+@register_model
+def pe_video_vit_small_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), one learned (T, H, W) table (ViViT, arXiv:2103.15691)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-def _make_entrypoint(name: str, pe: str, pe_kwargs: Dict, size_args: Dict) -> Callable:
-    def entrypoint(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
-        model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, mlp_ratio=4, qkv_bias=True, pe=pe,
-                          **size_args)
-        user_pe_kwargs = kwargs.get('pe_kwargs') or {}
-        if not isinstance(user_pe_kwargs, dict):
-            raise ValueError(f'pe_kwargs must be a dict of options, got {type(user_pe_kwargs).__name__}')
-        kwargs['pe_kwargs'] = dict(pe_kwargs, **user_pe_kwargs)
-        return _create_pe_video_vit(name, pretrained=pretrained, **dict(model_args, **kwargs))
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = (f'Video ViT-{name.split("_")[3][0].upper()}/16 (16 frames, tubelet 2) with the {pe!r} '
-                          f'position encoding {pe_kwargs}.')
-    return entrypoint
+@register_model
+def pe_video_vit_base_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), one learned (T, H, W) table (ViViT, arXiv:2103.15691)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-for _suffix, (_pe, _pe_kwargs) in VIDEO_PE_MODELS.items():
-    for _size, _size_args in _SIZES.items():
-        _name = _model_name(_size, _suffix)
-        globals()[_name] = register_model(_make_entrypoint(_name, _pe, _pe_kwargs, _size_args))
-        PE_OF_MODEL[_name] = _pe
+@register_model
+def pe_video_vit_tiny_patch16_st_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), learned space + time tables (TimeSformer, arXiv:2102.05095)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='st_ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_st_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_st_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), learned space + time tables (TimeSformer, arXiv:2102.05095)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='st_ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_st_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_st_ape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), learned space + time tables (TimeSformer, arXiv:2102.05095)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='st_ape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_st_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), 1D sin-cos over the token index (VideoMAE, arXiv:2203.12602)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos1d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), 1D sin-cos over the token index (VideoMAE, arXiv:2203.12602)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos1d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), 1D sin-cos over the token index (VideoMAE, arXiv:2203.12602)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos1d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_sincos3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), factorised 3D sin-cos (V-JEPA, arXiv:2404.08471)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_sincos3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_sincos3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), factorised 3D sin-cos (V-JEPA, arXiv:2404.08471)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_sincos3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_sincos3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), factorised 3D sin-cos (V-JEPA, arXiv:2404.08471)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='sincos3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_sincos3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='nope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='nope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='nope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), a 3D PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='peg', pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), a 3D PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='peg', pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), a 3D PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='peg', pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), learnable Fourier features over (t, h, w) (arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='fourier', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), learnable Fourier features over (t, h, w) (arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='fourier', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), learnable Fourier features over (t, h, w) (arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='fourier', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_rope3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), V-JEPA 2's 3D RoPE (arXiv:2506.09985)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='rope3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_rope3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_rope3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), V-JEPA 2's 3D RoPE (arXiv:2506.09985)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='rope3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_rope3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_rope3d_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), V-JEPA 2's 3D RoPE (arXiv:2506.09985)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='rope3d', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_rope3d_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), RoPE-Mixed over (x, y, t) (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='rope_mixed', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), RoPE-Mixed over (x, y, t) (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='rope_mixed', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), RoPE-Mixed over (x, y, t) (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='rope_mixed', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='comrope', pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='liere', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='liere', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='liere', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), 3D contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=0, ape=True, rpe_on='k'))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), 3D contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=0, ape=True, rpe_on='k'))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), 3D contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=0, ape=True, rpe_on='k'))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))

@@ -5,20 +5,23 @@ registers, pre-norm blocks with optional LayerScale, token or average pooling), 
 by ``zoo.encodings.create_pos_encoding`` through four hooks (embed, mix, attention terms, grid resize). There are no
 per-encoding branches here; see ``zoo/encodings/base.py``.
 
+Registered models ``pe_vit_{tiny,small,base}_patch16_{pe}_224``: one ``@register_model`` function each, at the end of
+this file (the ``{pe}`` part names the encoding and its options; :data:`PE_OF_MODEL` maps a name to its encoding).
+
 Papers: ViT (arXiv:2010.11929), DeiT (arXiv:2012.12877), RoPE-ViT (arXiv:2403.13298), CPVT (arXiv:2102.10882),
 Learnable Fourier Features (arXiv:2106.02795), iRPE (arXiv:2107.14222), ComRoPE (arXiv:2506.03737), LieRE
-(arXiv:2406.10322).
+(arXiv:2406.10322), MoCo v3 (2D sin-cos, arXiv:2104.02057), NoPE (arXiv:2305.19466).
 """
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.jit import Final
 
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, IMAGENET_INCEPTION_MEAN, IMAGENET_INCEPTION_STD
 from timm.layers import (PatchEmbed, calculate_drop_path_rates, get_act_layer, get_norm_layer, global_pool_nlc,
                          register_notrace_function, to_2tuple)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
@@ -32,7 +35,7 @@ from ._fx import PatchDropoutLeaf, pe_attn_terms, pe_embed, pe_has_attn_terms, p
 from .attention import Attention, Block
 from .checkpoint_filters import checkpoint_filter_fn
 
-__all__ = ['PEVisionTransformer', 'Attention', 'Block']
+__all__ = ['PEVisionTransformer', 'Attention', 'Block', 'PE_OF_MODEL', 'take_pe_kwargs']
 
 
 def _check_geometry(img_size, patch_size, dynamic_img_size: bool, dynamic_img_pad: bool) -> None:
@@ -404,88 +407,448 @@ def _create_pe_vit(variant: str, pretrained: bool = False, **kwargs) -> PEVision
                                 **kwargs)
 
 
+def take_pe_kwargs(kwargs: Dict, **defaults) -> Dict:
+    """A registered variant's encoding options ``defaults`` updated by the caller's ``pe_kwargs``, which is removed
+    from ``kwargs``: ``create_model('pe_vit_small_patch16_rope_axial_224', pe_kwargs=dict(extrapolation='yarn'))``
+    keeps the variant's ``theta=100``.
+
+    Raises:
+        ValueError: ``pe_kwargs`` is not a dict.
+    """
+    user = kwargs.pop('pe_kwargs', None) or {}
+    if not isinstance(user, dict):
+        raise ValueError(f'pe_kwargs must be a dict of options, got {type(user).__name__}')
+    return dict(defaults, **user)
+
+
 def _cfg(url: str = '', **kwargs) -> Dict:
     return {
         'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None, 'crop_pct': 0.9,
-        'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': (0.485, 0.456, 0.406),
-        'std': (0.229, 0.224, 0.225), 'first_conv': 'patch_embed.proj', 'classifier': 'head', **kwargs,
+        'interpolation': 'bicubic', 'fixed_input_size': True, 'mean': IMAGENET_DEFAULT_MEAN,
+        'std': IMAGENET_DEFAULT_STD, 'first_conv': 'patch_embed.proj', 'classifier': 'head', **kwargs,
     }
 
 
 # ------------------------------------------------------------------------------------------- registered models
 # Every model is the same backbone; only the PE differs. Sizes follow DeiT (tiny/small/base, patch 16, 224 px).
-_SIZES = {
-    'tiny': dict(embed_dim=192, depth=12, num_heads=3),
-    'small': dict(embed_dim=384, depth=12, num_heads=6),
-    'base': dict(embed_dim=768, depth=12, num_heads=12),
+# Weights: timm's ViT (AugReg) and RoPE-ViT (naver) checkpoints and the official DeiT-iRPE releases, each converted by
+# checkpoint_filter_fn.
+_IRPE_ZOO = 'https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/'
+
+default_cfgs = generate_default_cfgs({
+    'pe_vit_tiny_patch16_ape_224.augreg_in21k_ft_in1k': _cfg(
+        hf_hub_id='timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k',
+        mean=IMAGENET_INCEPTION_MEAN, std=IMAGENET_INCEPTION_STD),
+    'pe_vit_small_patch16_ape_224.augreg_in21k_ft_in1k': _cfg(
+        hf_hub_id='timm/vit_small_patch16_224.augreg_in21k_ft_in1k',
+        mean=IMAGENET_INCEPTION_MEAN, std=IMAGENET_INCEPTION_STD),
+    'pe_vit_base_patch16_ape_224.augreg_in21k_ft_in1k': _cfg(
+        hf_hub_id='timm/vit_base_patch16_224.augreg_in21k_ft_in1k',
+        mean=IMAGENET_INCEPTION_MEAN, std=IMAGENET_INCEPTION_STD),
+    'pe_vit_tiny_patch16_sincos_224': _cfg(),
+    'pe_vit_small_patch16_sincos_224': _cfg(),
+    'pe_vit_base_patch16_sincos_224': _cfg(),
+    'pe_vit_tiny_patch16_nope_224': _cfg(),
+    'pe_vit_small_patch16_nope_224': _cfg(),
+    'pe_vit_base_patch16_nope_224': _cfg(),
+    'pe_vit_tiny_patch16_peg_224': _cfg(),
+    'pe_vit_small_patch16_peg_224': _cfg(),
+    'pe_vit_base_patch16_peg_224': _cfg(),
+    'pe_vit_tiny_patch16_peg0to5_224': _cfg(),
+    'pe_vit_small_patch16_peg0to5_224': _cfg(),
+    'pe_vit_base_patch16_peg0to5_224': _cfg(),
+    'pe_vit_tiny_patch16_fourier_224': _cfg(),
+    'pe_vit_small_patch16_fourier_224': _cfg(),
+    'pe_vit_base_patch16_fourier_224': _cfg(),
+    'pe_vit_tiny_patch16_rope_axial_224': _cfg(),
+    'pe_vit_small_patch16_rope_axial_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_small_patch16_rope_224.naver_in1k'),
+    'pe_vit_base_patch16_rope_axial_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_base_patch16_rope_224.naver_in1k'),
+    'pe_vit_tiny_patch16_rope_mixed_224': _cfg(),
+    'pe_vit_small_patch16_rope_mixed_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_small_patch16_rope_mixed_224.naver_in1k'),
+    'pe_vit_base_patch16_rope_mixed_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_base_patch16_rope_mixed_224.naver_in1k'),
+    'pe_vit_tiny_patch16_rope_mixed_ape_224': _cfg(),
+    'pe_vit_small_patch16_rope_mixed_ape_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_small_patch16_rope_mixed_ape_224.naver_in1k'),
+    'pe_vit_base_patch16_rope_mixed_ape_224.naver_in1k': _cfg(
+        hf_hub_id='timm/vit_base_patch16_rope_mixed_ape_224.naver_in1k'),
+    'pe_vit_tiny_patch16_irpe_k_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_tiny_patch16_224_ctx_product_50_shared_k.pth'),
+    'pe_vit_small_patch16_irpe_k_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_small_patch16_224_ctx_product_50_shared_k.pth'),
+    'pe_vit_base_patch16_irpe_k_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_base_patch16_224_ctx_product_50_shared_k.pth'),
+    'pe_vit_small_patch16_irpe_qk_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_small_patch16_224_ctx_product_50_shared_qk.pth'),
+    'pe_vit_small_patch16_irpe_qkv_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_small_patch16_224_ctx_product_50_shared_qkv.pth'),
+    'pe_vit_base_patch16_irpe_qkv_224.official_in1k': _cfg(
+        url=_IRPE_ZOO + 'deit_base_patch16_224_ctx_product_50_shared_qkv.pth'),
+    'pe_vit_tiny_patch16_comrope_ap_224': _cfg(),
+    'pe_vit_small_patch16_comrope_ap_224': _cfg(),
+    'pe_vit_base_patch16_comrope_ap_224': _cfg(),
+    'pe_vit_tiny_patch16_comrope_ld_224': _cfg(),
+    'pe_vit_small_patch16_comrope_ld_224': _cfg(),
+    'pe_vit_base_patch16_comrope_ld_224': _cfg(),
+    'pe_vit_tiny_patch16_liere_224': _cfg(),
+    'pe_vit_small_patch16_liere_224': _cfg(),
+    'pe_vit_base_patch16_liere_224': _cfg(),
+})
+
+# the ``{pe}`` part of a model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``)
+_ENCODING_OF_SUFFIX = {
+    'ape': 'ape', 'sincos': 'sincos', 'nope': 'nope', 'peg': 'peg', 'peg0to5': 'peg', 'fourier': 'fourier',
+    'rope_axial': 'rope_axial', 'rope_mixed': 'rope_mixed', 'rope_mixed_ape': 'rope_mixed_ape', 'irpe_k': 'irpe',
+    'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
 }
-_IRPE = dict(ratio=1.9, method='product', mode='contextual', shared_head=True, skip=1, ape=True)
-_IRPE_ZOO = 'https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/deit_{size}_patch16_224_ctx_product_50_shared_{on}.pth'
-_TIMM_IN1K = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
-_TIMM_AUGREG = dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
 
-# suffix: (pe, pe_kwargs, sizes, {size: {tag: cfg}})
-_PE_MODELS = {
-    'ape': ('ape', {}, _SIZES, {s: {'augreg_in21k_ft_in1k': _cfg(
-        hf_hub_id=f'timm/vit_{s}_patch16_224.augreg_in21k_ft_in1k', **_TIMM_AUGREG)} for s in _SIZES}),
-    'sincos': ('sincos', {}, _SIZES, {}),
-    'nope': ('nope', {}, _SIZES, {}),
-    'peg': ('peg', dict(after_blocks=(0,)), _SIZES, {}),
-    'peg0to5': ('peg', dict(after_blocks=(0, 1, 2, 3, 4, 5)), _SIZES, {}),
-    'fourier': ('fourier', {}, _SIZES, {}),
-    'rope_axial': ('rope_axial', dict(theta=100.0), _SIZES, {s: {'naver_in1k': _cfg(
-        hf_hub_id=f'timm/vit_{s}_patch16_rope_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
-    'rope_mixed': ('rope_mixed', dict(theta=10.0), _SIZES, {s: {'naver_in1k': _cfg(
-        hf_hub_id=f'timm/vit_{s}_patch16_rope_mixed_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
-    'rope_mixed_ape': ('rope_mixed_ape', dict(theta=10.0), _SIZES, {s: {'naver_in1k': _cfg(
-        hf_hub_id=f'timm/vit_{s}_patch16_rope_mixed_ape_224.naver_in1k', **_TIMM_IN1K)} for s in ('small', 'base')}),
-    'irpe_k': ('irpe', dict(_IRPE, rpe_on='k'), _SIZES, {s: {'official_in1k': _cfg(
-        url=_IRPE_ZOO.format(size=s, on='k'), **_TIMM_IN1K)} for s in _SIZES}),
-    'irpe_qk': ('irpe', dict(_IRPE, rpe_on='qk'), {'small': _SIZES['small']}, {'small': {'official_in1k': _cfg(
-        url=_IRPE_ZOO.format(size='small', on='qk'), **_TIMM_IN1K)}}),
-    'irpe_qkv': ('irpe', dict(_IRPE, rpe_on='qkv'), {s: _SIZES[s] for s in ('small', 'base')}, {
-        s: {'official_in1k': _cfg(url=_IRPE_ZOO.format(size=s, on='qkv'), **_TIMM_IN1K)} for s in ('small', 'base')}),
-    'comrope_ap': ('comrope', dict(variant='ap'), _SIZES, {}),
-    'comrope_ld': ('comrope', dict(variant='ld'), _SIZES, {}),
-    'liere': ('liere', {}, _SIZES, {}),
-}
+#: Model name -> registered encoding name of every zoo model (``zoo list``, reports, checkpoint identity checks);
+#: ``video_vit`` and ``zoo.integrations.open_clip`` add their models.
+PE_OF_MODEL: Dict[str, str] = {
+    name: _ENCODING_OF_SUFFIX[name[len('pe_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs}
 
 
-def _model_name(size: str, suffix: str) -> str:
-    return f'pe_vit_{size}_patch16_{suffix}_224'
+@register_model
+def pe_vit_tiny_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-def _cfgs() -> Dict:
-    cfgs = {}
-    for suffix, (_, _, sizes, pretrained) in _PE_MODELS.items():
-        for size in sizes:
-            tags = pretrained.get(size) or {'': _cfg()}
-            for tag, cfg in tags.items():
-                cfgs[f'{_model_name(size, suffix)}.{tag}' if tag else _model_name(size, suffix)] = cfg
-    return cfgs
+@register_model
+def pe_vit_small_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-default_cfgs = generate_default_cfgs(_cfgs())
-
-PE_OF_MODEL: Dict[str, str] = {}  # model name -> registered encoding name (for `zoo list` and reports)
-
-
-def _make_entrypoint(name: str, pe: str, pe_kwargs: Dict, size_args: Dict) -> Callable:
-    def entrypoint(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
-        model_args = dict(patch_size=16, mlp_ratio=4, qkv_bias=True, pe=pe, **size_args)
-        user_pe_kwargs = kwargs.get('pe_kwargs') or {}
-        if not isinstance(user_pe_kwargs, dict):
-            raise ValueError(f'pe_kwargs must be a dict of options, got {type(user_pe_kwargs).__name__}')
-        kwargs['pe_kwargs'] = dict(pe_kwargs, **user_pe_kwargs)
-        return _create_pe_vit(name, pretrained=pretrained, **dict(model_args, **kwargs))
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = f'ViT-{name.split("_")[2][0].upper()}/16 with the {pe!r} position encoding {pe_kwargs}.'
-    return entrypoint
+@register_model
+def pe_vit_base_patch16_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with a learned absolute position embedding (ViT, arXiv:2010.11929)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='ape',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-for _suffix, (_pe, _pe_kwargs, _sizes, _) in _PE_MODELS.items():
-    for _size, _size_args in _sizes.items():
-        _name = _model_name(_size, _suffix)
-        globals()[_name] = register_model(_make_entrypoint(_name, _pe, _pe_kwargs, _size_args))
-        PE_OF_MODEL[_name] = _pe
+@register_model
+def pe_vit_tiny_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_sincos_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with fixed 2D sin-cos position embeddings (MoCo v3, arXiv:2104.02057)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='sincos',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_sincos_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_nope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with no position encoding (NoPE, arXiv:2305.19466)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='nope',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_nope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_vit('pe_vit_tiny_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_vit('pe_vit_small_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_peg_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with a PEG after block 0 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0,)))
+    return _create_pe_vit('pe_vit_base_patch16_peg_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)))
+    return _create_pe_vit('pe_vit_tiny_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)))
+    return _create_pe_vit('pe_vit_small_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_peg0to5_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with PEGs after blocks 0-5 (CPVT, arXiv:2102.10882)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='peg',
+                      pe_kwargs=take_pe_kwargs(kwargs, after_blocks=(0, 1, 2, 3, 4, 5)))
+    return _create_pe_vit('pe_vit_base_patch16_peg0to5_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_fourier_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with learnable Fourier features (Li et al., arXiv:2106.02795)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fourier',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_fourier_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0))
+    return _create_pe_vit('pe_vit_tiny_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0))
+    return _create_pe_vit('pe_vit_small_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_rope_axial_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with axial 2D RoPE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='rope_axial',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=100.0))
+    return _create_pe_vit('pe_vit_base_patch16_rope_axial_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit('pe_vit_tiny_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit('pe_vit_small_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_rope_mixed_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with RoPE-Mixed (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='rope_mixed',
+                      pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit('pe_vit_base_patch16_rope_mixed_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit('pe_vit_tiny_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit(
+        'pe_vit_small_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_rope_mixed_ape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with RoPE-Mixed + learned APE (RoPE-ViT, arXiv:2403.13298)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='rope_mixed_ape', pe_kwargs=take_pe_kwargs(kwargs, theta=10.0))
+    return _create_pe_vit('pe_vit_base_patch16_rope_mixed_ape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'))
+    return _create_pe_vit('pe_vit_tiny_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'))
+    return _create_pe_vit('pe_vit_small_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with contextual product iRPE on keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='k'))
+    return _create_pe_vit('pe_vit_base_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_irpe_qk_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with contextual product iRPE on queries and keys (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qk'))
+    return _create_pe_vit('pe_vit_small_patch16_irpe_qk_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_irpe_qkv_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with contextual product iRPE on queries, keys and values (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qkv'))
+    return _create_pe_vit('pe_vit_small_patch16_irpe_qkv_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_irpe_qkv_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with contextual product iRPE on queries, keys and values (iRPE, arXiv:2107.14222)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='irpe',
+                      pe_kwargs=take_pe_kwargs(kwargs, ratio=1.9, method='product', mode='contextual', shared_head=True,
+                                               skip=1, ape=True, rpe_on='qkv'))
+    return _create_pe_vit('pe_vit_base_patch16_irpe_qkv_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_vit('pe_vit_tiny_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_vit('pe_vit_small_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_comrope_ap_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with ComRoPE-AP (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ap'))
+    return _create_pe_vit('pe_vit_base_patch16_comrope_ap_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_vit('pe_vit_tiny_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_vit('pe_vit_small_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_comrope_ld_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with ComRoPE-LD (ComRoPE, arXiv:2506.03737)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='comrope',
+                      pe_kwargs=take_pe_kwargs(kwargs, variant='ld'))
+    return _create_pe_vit('pe_vit_base_patch16_comrope_ld_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with LieRE rotations (LieRE, arXiv:2406.10322)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='liere',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
