@@ -430,3 +430,18 @@ def test_vjepa_fixed_table_is_checked_not_loaded(tmp_path):
     sd['target_encoder']['module.backbone.pos_embed'] = sd['target_encoder'].pop('module.backbone.pe.pos_embed')
     out = video_checkpoint_filter_fn(sd, ape)
     torch.testing.assert_close(out['pe.pos_embed'], ape.state_dict()['pe.pos_embed'])
+
+
+def test_num_frames_has_one_home():
+    """The tubelet embed owns the clip length; the model's num_frames / tubelet_size are read-only views of it."""
+    m = _video('rope3d')
+    assert m.num_frames == m.patch_embed.num_frames == 4 and m.tubelet_size == m.patch_embed.tubelet_size == 2
+    assert 'num_frames' not in vars(m) and 'tubelet_size' not in vars(m)
+    with pytest.raises(AttributeError):
+        m.num_frames = 8
+    m.set_input_size(num_frames=8)
+    assert m.num_frames == m.patch_embed.num_frames == 8 and m.patch_embed.grid_size == (4, 4, 4)
+    assert m(_clip(2, 8)).shape == (2, 5)
+    with pytest.raises(ValueError, match='positive multiple of the tubelet size'):
+        m.set_input_size(num_frames=7)
+    assert m.num_frames == 8

@@ -53,7 +53,9 @@ class TubeletEmbed(nn.Module):
             and the output is always ``(B, T', H', W', C)``.
 
     Attributes:
-        grid_size: default grid ``(T', H', W')`` = ``(num_frames / tubelet, H / patch, W / patch)``.
+        num_frames: frames of the default input; this module is its only home (the model's ``num_frames`` reads it,
+            ``set_input_size(num_frames=...)`` changes it).
+        grid_size: default grid ``(T', H', W')`` = ``(num_frames / tubelet, H / patch, W / patch)``, derived.
     """
 
     def __init__(self, img_size: Union[int, Tuple[int, int]] = 224, patch_size: Union[int, Tuple[int, int]] = 16,
@@ -151,6 +153,10 @@ class PEVideoTransformer(PEVisionTransformer):
     t-major, row-major grid of ``T' H' W'`` tubelets), each at its own position (MAE / V-JEPA masking).
     ``forward_intermediates(output_fmt='NCHW')`` returns ``(B, C, T', H', W')`` maps.
 
+    Attributes:
+        num_frames, tubelet_size: read-only views of the tubelet embed's (``patch_embed``) values; change the frame
+            count with :meth:`set_input_size`.
+
     Raises:
         ValueError: everything the image ViT raises; ``num_frames`` or ``tubelet_size`` below 1 or not dividing;
             at forward: a tensor that is not a 5D clip, ``T`` not divisible by the tubelet, a size the model cannot
@@ -171,8 +177,16 @@ class PEVideoTransformer(PEVisionTransformer):
             embed_layer = _tubelet_layer(num_frames, tubelet_size)
         super().__init__(img_size=img_size, patch_size=patch_size, class_token=class_token, global_pool=global_pool,
                          embed_layer=embed_layer, **kwargs)
-        self.num_frames = num_frames
-        self.tubelet_size = tubelet_size
+
+    @property
+    def num_frames(self) -> int:
+        """Frames of the default input; the tubelet embed owns it (change it with :meth:`set_input_size`)."""
+        return self.patch_embed.num_frames
+
+    @property
+    def tubelet_size(self) -> int:
+        """Frames per tubelet (the tubelet embed's Conv3d stride on time)."""
+        return self.patch_embed.tubelet_size
 
     def set_input_size(self, img_size: Optional[Union[int, Tuple[int, int]]] = None,
                        patch_size: Optional[Union[int, Tuple[int, int]]] = None,
@@ -190,7 +204,6 @@ class PEVideoTransformer(PEVisionTransformer):
                 raise ValueError(f'num_frames={num_frames!r} must be a positive multiple of the tubelet size '
                                  f'{self.tubelet_size}')
             self.patch_embed.set_input_size(num_frames=num_frames)
-            self.num_frames = num_frames
         super().set_input_size(img_size=img_size, patch_size=patch_size)
 
     def _check_input(self, x: torch.Tensor) -> torch.Tensor:
