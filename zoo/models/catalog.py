@@ -1,4 +1,5 @@
-"""The model catalog behind ``zoo list``: registered ``pe_vit_*`` models with their PE, family, size and weights."""
+"""The model catalog behind ``zoo list``: registered zoo models (``pe_vit_*``, ``pe_video_vit_*``, ``clip_pe_vit_*``
+and the video-LLMs ``pe_vlm_*``) with their PE, family, size and weights."""
 from __future__ import annotations
 
 import fnmatch
@@ -10,13 +11,15 @@ from timm.models import get_pretrained_cfg
 
 from zoo.encodings.registry import _REGISTRY
 from .vit import PE_OF_MODEL
+from .vlm import VLM_SIZES, create_video_llm, list_video_llms, vlm_schemes
 
 __all__ = ['model_catalog', 'list_pe_names']
 
 
 def list_pe_names() -> List[str]:
-    """The position-encoding names used by registered models (the ``{pe}`` part of ``pe_vit_*_{pe}_224``)."""
-    return sorted(set(PE_OF_MODEL.values()))
+    """The position-encoding names used by registered models: the encodings of the ViTs (the ``{pe}`` part of
+    ``pe_vit_*_{pe}_224``) and the multimodal RoPE schemes of the video-LLMs (``pe_vlm_{size}_{scheme}``)."""
+    return sorted(set(PE_OF_MODEL.values()) | set(vlm_schemes()))
 
 
 def _matches(patterns: Sequence[str], name: str, pe: str) -> bool:
@@ -24,27 +27,43 @@ def _matches(patterns: Sequence[str], name: str, pe: str) -> bool:
     return any(fnmatch.fnmatch(name.lower(), p.lower()) or fnmatch.fnmatch(pe.lower(), p.lower()) for p in patterns)
 
 
+def _vit_row(name: str, pe: str) -> Dict:
+    # weight_init='skip': the count needs the parameters, not their initialisation (the slow part on the meta device)
+    with torch.device('meta'):
+        model = timm.create_model(name, weight_init='skip')
+    tags = [n.split('.', 1)[1] for n in timm.list_models(name, pretrained=True) if '.' in n]
+    tags = [t for t in tags if get_pretrained_cfg(f'{name}.{t}').has_weights]
+    family = getattr(_REGISTRY.get(pe), 'family', pe)
+    return dict(name=name, pe=pe, family=family, params=sum(p.numel() for p in model.parameters()), pretrained=tags)
+
+
+def _vlm_row(name: str) -> Dict:
+    size, _, scheme = name[len('pe_vlm_'):].partition('_')
+    tower = VLM_SIZES[size].get('vision_tower')
+    options = dict(tower_kwargs=dict(weight_init='skip')) if tower in PE_OF_MODEL else {}
+    with torch.device('meta'):
+        model = create_video_llm(name, **options)
+    family = getattr(_REGISTRY.get('multimodal_rope'), 'family', 'Multimodal RoPE')
+    return dict(name=name, pe=scheme, family=family, params=sum(p.numel() for p in model.parameters()),
+                pretrained=[])
+
+
 def model_catalog(pattern: Union[str, Sequence[str]] = '*') -> List[Dict]:
-    """One row per registered zoo model matching ``pattern``: ``name``, ``pe``, ``family``, ``params`` (count),
-    ``pretrained`` (tags).
+    """One row per registered zoo model matching ``pattern``, sorted by name: ``name``, ``pe``, ``family``,
+    ``params`` (count), ``pretrained`` (tags).
 
     Args:
         pattern: one or more timm-style wildcards, each matched against the model name and the PE name
-            (``'rope_mixed'``, ``'*tiny*'``, ``'pe_vit_small_*'``, ``'*'``). Only zoo models are listed.
+            (``'rope_mixed'``, ``'*tiny*'``, ``'pe_vit_small_*'``, ``'pe_vlm*'``, ``'mrope'``, ``'*'``). Only zoo
+            models are listed: the image, video and CLIP-tower ViTs (PE = their encoding) and the video-LLMs
+            (``pe_vlm_{size}_{scheme}``: PE = the multimodal RoPE scheme, no pretrained tags).
 
-    Models are built on the meta device, so no memory is allocated and no weights are read.
+    Models are built on the meta device without weight initialisation, so no memory is allocated and no weights
+    are read.
     """
     patterns = [pattern] if isinstance(pattern, str) else list(pattern) or ['*']
-    rows = []
-    for name in sorted(PE_OF_MODEL):
-        pe = PE_OF_MODEL[name]
-        if not _matches(patterns, name, pe):
-            continue
-        with torch.device('meta'):
-            model = timm.create_model(name)
-        tags = [n.split('.', 1)[1] for n in timm.list_models(name, pretrained=True) if '.' in n]
-        tags = [t for t in tags if get_pretrained_cfg(f'{name}.{t}').has_weights]
-        family = getattr(_REGISTRY.get(pe), 'family', pe)
-        rows.append(dict(name=name, pe=pe, family=family, params=sum(p.numel() for p in model.parameters()),
-                         pretrained=tags))
-    return rows
+    rows = [_vit_row(name, pe) for name, pe in PE_OF_MODEL.items() if _matches(patterns, name, pe)]
+    for name in list_video_llms():
+        if _matches(patterns, name, name[len('pe_vlm_'):].partition('_')[2]):
+            rows.append(_vlm_row(name))
+    return sorted(rows, key=lambda r: r['name'])
