@@ -28,6 +28,7 @@ from ._grid import as_thw, parse_grid_size, refuse_video_grid, resample_grid_tab
 from .base import Positions, PosEncoding
 from .checkpoint import CheckpointMismatchError
 from .extrapolation import COORDINATE_STRATEGIES, Extrapolation
+from .randomized import RandomPositions
 from .registry import register_pos_encoding
 from .rotation import grid_coords
 
@@ -335,12 +336,12 @@ class SpaceTimeAPE(PosEncoding):
 
 
 def sincos2d_at(coords: torch.Tensor, dim: int, temperature: float = 10000.) -> torch.Tensor:
-    """timm's ``build_sincos2d_pos_embed`` layout at arbitrary (row, col) positions ``coords`` ``(N, 2)`` (float,
+    """timm's ``build_sincos2d_pos_embed`` layout at arbitrary (row, col) positions ``coords`` ``(..., N, 2)`` (float,
     patches): ``[sin(row w), sin(col w), cos(row w), cos(col w)]`` with ``w`` = timm's ``freq_bands(dim // 4)``.
-    Returns ``(N, dim)`` float32; integer coordinates give timm's table exactly."""
+    Returns ``(..., N, dim)`` float32; integer coordinates give timm's table exactly."""
     bands = freq_bands(dim // 4, temperature=temperature, step=1, device=coords.device)
-    pos2 = coords.float().unsqueeze(-1) * bands                              # (N, 2, dim / 4)
-    return torch.stack([pos2.sin(), pos2.cos()], dim=1).flatten(1)
+    pos2 = coords.float().unsqueeze(-1) * bands                              # (..., N, 2, dim / 4)
+    return torch.stack([pos2.sin(), pos2.cos()], dim=-3).flatten(-3)
 
 
 @register_pos_encoding('sincos')
@@ -358,6 +359,8 @@ class SinCos2D(PosEncoding):
         extrapolation: ``'none'`` (integer patch indices of the new grid, extrapolated) or ``'pi'`` (indices
             multiplied by training / evaluated grid per axis, so a larger grid covers the trained range; see
             :mod:`zoo.encodings.extrapolation`).
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random (row, col) coordinates in training; the integer grid in eval.
     """
     family = 'sin-cos 2D (fixed)'
     adaptation = 'recomputed on the integer patch indices of the new grid (extrapolation)'
@@ -365,9 +368,10 @@ class SinCos2D(PosEncoding):
     extrapolation_strategies = COORDINATE_STRATEGIES
 
     def __init__(self, dim: int, temperature: float = 10000., grid_size: Optional[Tuple[int, ...]] = None,
-                 extrapolation: Any = 'none'):
+                 extrapolation: Any = 'none', random_positions: Any = None):
         super().__init__()
         refuse_video_grid('sincos', grid_size, "'sincos1d' (VideoMAE) or 'sincos3d' (V-JEPA)")
+        self.random_positions = RandomPositions.parse(random_positions, 'sincos')
         self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'sincos')
         if dim % 4:
             raise ValueError(f'sincos needs an embedding dim divisible by 4, got {dim}; change embed_dim')
@@ -388,8 +392,14 @@ class SinCos2D(PosEncoding):
             self.temperature).unsqueeze(0))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        table = self.table(pos.hw_2d('sincos'), x.device).to(x.dtype)
-        return add_to_patches(x, table, pos.num_prefix_tokens)
+        hw = pos.hw_2d('sincos')
+        if self.training and self.random_positions.active:  # per-sample random coordinates: (B, N, C), not cached
+            coords = self.random_positions.draw((1, *hw), x.shape[0], x.device)[..., 1:]
+            table = sincos2d_at(self.extrapolation.coords(coords, self.extrapolation.factors(hw, 'sincos')),
+                                self.dim, self.temperature)
+        else:
+            table = self.table(hw, x.device)
+        return add_to_patches(x, table.to(x.dtype), pos.num_prefix_tokens)
 
 
 def sinusoid_table_1d(num_positions, dim: int, temperature: float = 10000.,
@@ -502,14 +512,21 @@ def sincos_table_3d(grid: Sequence[int], dim: int, temperature: float = 10000., 
     ``uniform_power=False``: t gets ``dim / 2`` channels, h and w ``dim / 4`` each. ``uniform_power=True``: every block
     has ``ceil(dim / 6) * 2`` channels and the concatenation is cut to ``dim``.
     """
-    coords = grid_coords(grid, device).double()
+    return sincos3d_at(grid_coords(grid, device), dim, temperature, uniform_power)
+
+
+def sincos3d_at(coords: torch.Tensor, dim: int, temperature: float = 10000.,
+                uniform_power: bool = False) -> torch.Tensor:
+    """:func:`sincos_table_3d`'s channels at arbitrary ``(t, row, col)`` positions ``coords`` ``(..., 3)`` (computed
+    in float64). Returns ``(..., dim)`` float32."""
+    coords = coords.double()
     widths = [int(math.ceil(dim / 6) * 2)] * 3 if uniform_power else [dim // 2, dim // 4, dim // 4]
     blocks = []
     for axis, d in enumerate(widths):
-        omega = 1.0 / temperature ** (torch.arange(d // 2, dtype=torch.float64, device=device) / (d / 2.0))
-        out = coords[:, axis, None] * omega
+        omega = 1.0 / temperature ** (torch.arange(d // 2, dtype=torch.float64, device=coords.device) / (d / 2.0))
+        out = coords[..., axis, None] * omega
         blocks += [out.sin(), out.cos()]
-    return torch.cat(blocks, dim=1)[:, :dim].float()
+    return torch.cat(blocks, dim=-1)[..., :dim].float()
 
 
 @register_pos_encoding('sincos3d')
@@ -525,6 +542,8 @@ class SinCos3D(PosEncoding):
         temperature: frequency base (10000).
         uniform_power: equal channel blocks for t, h, w (V-JEPA's ``uniform_power=True``) instead of t: C/2,
             h, w: C/4.
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random (t, row, col) coordinates in training; the integer grid in eval.
 
     Raises:
         ValueError: ``dim`` not divisible by 8 (``uniform_power=False``) or bad ``temperature``.
@@ -532,8 +551,10 @@ class SinCos3D(PosEncoding):
     family = 'sin-cos 3D factorised (fixed)'
     adaptation = 'recomputed on the integer tubelet / patch indices of the new grid (extrapolation in t, h, w)'
 
-    def __init__(self, dim: int, temperature: float = 10000., uniform_power: bool = False):
+    def __init__(self, dim: int, temperature: float = 10000., uniform_power: bool = False,
+                 random_positions: Any = None):
         super().__init__()
+        self.random_positions = RandomPositions.parse(random_positions, 'sincos3d')
         if not uniform_power and dim % 8:
             raise ValueError(f'sincos3d gives t dim/2 and h, w dim/4 channels as sin|cos halves, so dim must be '
                              f'divisible by 8, got {dim}; change embed_dim or pass uniform_power=True')
@@ -552,7 +573,12 @@ class SinCos3D(PosEncoding):
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         if pos.grid is None:
             raise ValueError('sincos3d needs a patch grid (Positions.grid), not explicit ids')
-        return add_to_patches(x, self.table(pos.grid, x.device).to(x.dtype), pos.num_prefix_tokens)
+        if self.training and self.random_positions.active:  # per-sample random coordinates: (B, N, C), not cached
+            coords = self.random_positions.draw(pos.grid, x.shape[0], x.device)
+            table = sincos3d_at(coords, self.dim, self.temperature, self.uniform_power)
+        else:
+            table = self.table(pos.grid, x.device)
+        return add_to_patches(x, table.to(x.dtype), pos.num_prefix_tokens)
 
 
 @register_pos_encoding('nope')

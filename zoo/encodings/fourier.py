@@ -16,6 +16,7 @@ from ._grid import parse_grid_size
 from .absolute import add_to_patches
 from .base import Positions, PosEncoding
 from .extrapolation import COORDINATE_STRATEGIES, Extrapolation
+from .randomized import RandomPositions
 from .registry import register_pos_encoding
 from .rotation import grid_coords
 
@@ -46,6 +47,8 @@ class LearnableFourierPE(PosEncoding):
         extrapolation: ``'none'`` (integer coordinates of the new grid, extrapolated) or ``'pi'`` (coordinates times
             training / evaluated grid per axis: a larger grid covers the trained range; see
             :mod:`zoo.encodings.extrapolation`).
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random coordinates in training; the integer grid in eval.
 
     Parameters: ``w_r`` ``(|F|/2, M)``, ``mlp.0`` / ``mlp.2`` Linear layers (GELU between).
     """
@@ -54,8 +57,10 @@ class LearnableFourierPE(PosEncoding):
     extrapolation_strategies = COORDINATE_STRATEGIES
 
     def __init__(self, dim: int, fourier_dim: int = 256, hidden_dim: int | None = None, gamma: float = 4.0,
-                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none',
+                 random_positions: Any = None):
         super().__init__()
+        self.random_positions = RandomPositions.parse(random_positions, 'fourier')
         self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'fourier')
         self.video = grid_size is not None and len(parse_grid_size('fourier', grid_size)) == 3
         if self.video:
@@ -80,10 +85,13 @@ class LearnableFourierPE(PosEncoding):
             if isinstance(m, nn.Linear):
                 m.reset_parameters()
 
-    def table(self, size: Sequence[int], device: torch.device) -> torch.Tensor:
-        """``(1, N, C)`` embedding for grid ``size`` (``(H, W)``, or ``(T, H, W)`` for video features), computed in
-        float32."""
-        if self.video:
+    def table(self, size: Sequence[int], device: torch.device, coords: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Embedding for grid ``size`` (``(H, W)``, or ``(T, H, W)`` for video features), computed in float32:
+        ``(1, N, C)`` at the grid's integer coordinates, ``(B, N, C)`` at per-sample ``coords`` ``(B, N, 3)`` (t, row,
+        col)."""
+        if coords is not None:
+            x = coords[..., [1, 2, 0]] if self.video else coords[..., 1:]
+        elif self.video:
             x = grid_coords(size, device)[:, [1, 2, 0]]  # (row, col, t)
         else:
             rows = torch.arange(size[0], device=device, dtype=torch.float32)
@@ -94,16 +102,20 @@ class LearnableFourierPE(PosEncoding):
             x = self.extrapolation.coords(x, (f[1], f[2], f[0]) if self.video else f)  # (row, col[, t]) order
         proj = x @ self.w_r.float().t()
         feats = torch.cat([proj.cos(), proj.sin()], dim=-1) * self.scale
-        return self.mlp(feats.to(self.mlp[0].weight.dtype)).unsqueeze(0)
+        out = self.mlp(feats.to(self.mlp[0].weight.dtype))
+        return out if coords is not None else out.unsqueeze(0)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         if self.video:
             if pos.grid is None:
                 raise ValueError('fourier needs a patch grid (Positions.grid), not explicit ids')
-            table = self.table(pos.grid, x.device).to(x.dtype)
+            size = tuple(pos.grid)
         else:
-            table = self.table(pos.hw_2d('fourier'), x.device).to(x.dtype)
-        return add_to_patches(x, table, pos.num_prefix_tokens)
+            size = pos.hw_2d('fourier')
+        coords = None
+        if self.training and self.random_positions.active:  # per-sample random coordinates
+            coords = self.random_positions.draw(size if self.video else (1, *size), x.shape[0], x.device)
+        return add_to_patches(x, self.table(size, x.device, coords).to(x.dtype), pos.num_prefix_tokens)
 
     def no_weight_decay(self) -> set:
         return {'w_r'}

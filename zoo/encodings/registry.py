@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Type
 from .extrapolation import STRATEGIES
 
 __all__ = ['register_pos_encoding', 'create_pos_encoding', 'list_pos_encodings', 'get_pos_encoding_class',
-           'pos_encoding_name']
+           'pos_encoding_name', 'takers', 'FAMILY_OPTIONS']
 
 _REGISTRY: Dict[str, Type] = {}
 
@@ -49,6 +49,18 @@ def pos_encoding_name(encoding: Any) -> str:
 
 
 GEOMETRY_KEYS = ('dim', 'num_heads', 'depth', 'grid_size', 'num_prefix_tokens', 'num_class_tokens')
+
+#: Options that a family of encodings shares (each taker has the argument), with what they are: given to an encoding
+#: without it, they are refused in one line naming the encodings that take them.
+FAMILY_OPTIONS = {
+    'p_rope': 'p-RoPE (only the highest-frequency fraction p of the rotary pairs rotates)',
+    'random_positions': 'randomized positions (per-sample random coordinates in training, the grid in eval)',
+}
+
+
+def takers(option: str) -> List[str]:
+    """The registered encodings whose constructor takes ``option`` (e.g. ``'p_rope'``), sorted."""
+    return [n for n, c in sorted(_REGISTRY.items()) if option in inspect.signature(c.__init__).parameters]
 
 
 def _takes_strategies(cls: Type) -> bool:
@@ -95,6 +107,11 @@ def create_pos_encoding(kind: str, geometry: dict, pe_kwargs: dict | None = None
     if 'extrapolation' in pe_kwargs and not _takes_strategies(cls):
         _refuse_extrapolation(kind, cls, pe_kwargs)  # 'none' is dropped: it is every encoding's behaviour
     unknown = [k for k in pe_kwargs if not takes_any and k not in params]
+    family = [k for k in unknown if k in FAMILY_OPTIONS]
+    if family:
+        opt = family[0]
+        raise ValueError(f'{opt}={pe_kwargs[opt]!r} does not apply to the {kind!r} encoding; {opt} is '
+                         f'{FAMILY_OPTIONS[opt]}, an option of {takers(opt)}')
     if unknown:
         options = [k for k in params if k not in ('self',) + GEOMETRY_KEYS]
         raise ValueError(f'unknown pe_kwargs {unknown} for position encoding {kind!r}; its options are {options}')

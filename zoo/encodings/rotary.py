@@ -7,7 +7,10 @@
 * 3D RoPE of V-JEPA 2 ("V-JEPA 2: Self-Supervised Video Models Enable Understanding, Prediction and Planning",
   Assran et al., arXiv:2506.09985): each head split into contiguous t | h | w chunks.
 
-Every rotation goes through the one kernel (``zoo.encodings.rotation.apply_rope``).
+Every rotation goes through the one kernel (``zoo.encodings.rotation.apply_rope``). Two options shared by the three
+encodings: ``p_rope`` (p-RoPE, Barbero et al., arXiv:2410.06205: only the highest-frequency fraction ``p`` of each
+frequency ladder rotates, :func:`zoo.encodings.rotation.p_rope_mask`) and ``random_positions`` (per-sample random
+coordinates in training, :mod:`zoo.encodings.randomized`; the ordinary grid in eval).
 """
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ from ._grid import as_thw, parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .extrapolation import STRATEGIES, Extrapolation, ntk_exponents
+from .randomized import RandomPositions
 from .registry import register_pos_encoding
-from .rotation import apply_rope, grid_coords, rope_frequencies, rope_sin_cos
+from .rotation import apply_rope, check_p_rope, grid_coords, p_rope_mask, rope_frequencies, rope_sin_cos
 
 __all__ = ['RotaryTerm', 'RoPEAxial', 'RoPEMixed', 'RoPEMixedAPE', 'RoPE3D', 'patch_coords', 'init_random_3d_freqs',
            'PAIRINGS']
@@ -105,6 +109,9 @@ class RoPEAxial(PosEncoding):
         extrapolation: ``'none'`` (integer positions extrapolate), ``'pi'``, ``'ntk'``, ``'yarn'``, or a dict with
             ``strategy``, ``train_grid``, ``alpha``, ``beta`` (:mod:`zoo.encodings.extrapolation`); per axis, the
             bands of the column (row) pairs scale with the column (row) factor.
+        p_rope: p-RoPE's fraction of each axis's bands that rotate (the highest frequencies); 1 = plain RoPE.
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random (row, col) coordinates in training; the integer grid in eval.
     """
     family = 'RoPE-Axial'
     adaptation = 'RoPE extrapolated on integer patch positions'
@@ -112,32 +119,43 @@ class RoPEAxial(PosEncoding):
     extrapolation_strategies = STRATEGIES
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0,
-                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none', p_rope: float = 1.0,
+                 random_positions: Any = None):
         super().__init__()
         refuse_video_grid('rope_axial', grid_size, "'rope3d' (axial t | h | w, V-JEPA 2) or 'rope_mixed'")
         head_dim = _check_rope_geometry('rope_axial', dim, num_heads, theta)
         self.depth = depth
         self.theta = float(theta)
         self.num_bands = head_dim // 4
+        self.p_rope = check_p_rope(p_rope, 'rope_axial')
+        self.random_positions = RandomPositions.parse(random_positions, 'rope_axial')
         self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'rope_axial')
         self._cache = TableCache()
 
     @property
     def bands(self) -> torch.Tensor:
         """Frequencies ``theta^(-i / (head_dim / 4))`` ``(head_dim // 4,)``, always float32 (never a buffer, so a
-        ``model.to(torch.bfloat16)`` cannot round them)."""
-        return rope_frequencies(self.num_bands, self.theta)
+        ``model.to(torch.bfloat16)`` cannot round them); p-RoPE's zeroed bands are 0."""
+        return self._bands(None)
+
+    def _bands(self, device: Optional[torch.device]) -> torch.Tensor:
+        bands = rope_frequencies(self.num_bands, self.theta, device=device)
+        if self.p_rope < 1.0:
+            bands = bands * p_rope_mask(torch.arange(self.num_bands, device=device), self.num_bands, self.p_rope)
+        return bands
 
     def angles(self, x: torch.Tensor, y: torch.Tensor, factors: Tuple[float, float] = (1.0, 1.0)) -> torch.Tensor:
-        """Rotation angles ``(1, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` ``(N,)`` in
-        patches; ``factors`` = extrapolation factors ``(s_rows, s_cols)`` of the grid."""
-        bands = rope_frequencies(self.num_bands, self.theta, device=x.device)
+        """Rotation angles float32 (radians) for coordinates ``x``, ``y`` in patches: ``(1, N, head_dim // 2)`` for
+        ``(N,)`` coordinates, ``(B, N, head_dim // 2)`` for per-sample ``(B, N)`` ones; ``factors`` = extrapolation
+        factors ``(s_rows, s_cols)`` of the grid."""
+        bands = self._bands(x.device)
         bx, by = bands, bands
         if self.extrapolation.active:
             e, (lh, lw) = ntk_exponents(self.num_bands, x.device), self.extrapolation.train_grid
             bx, by = self.extrapolation.frequencies(bands, factors[1], lw, e), \
                 self.extrapolation.frequencies(bands, factors[0], lh, e)
-        return torch.cat([x.float()[:, None] * bx, y.float()[:, None] * by], dim=-1).unsqueeze(0)
+        out = torch.cat([x.float()[..., None] * bx, y.float()[..., None] * by], dim=-1)
+        return out.unsqueeze(0) if x.dim() == 1 else out
 
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
         """The (cached) full-grid rotation for grid ``hw``; identical for every block."""
@@ -148,7 +166,15 @@ class RoPEAxial(PosEncoding):
                                    scale=self.extrapolation.grid_attention_scale(factors)))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        return [self.term(pos.hw_2d('rope_axial'), pos.num_prefix_tokens, device).select(pos)] * self.depth
+        hw = pos.hw_2d('rope_axial')
+        if self.training and self.random_positions.active:  # per-sample random coordinates: never cached
+            coords = self.random_positions.draw((1, *hw), pos.draw_batch, device)
+            factors = self.extrapolation.factors(hw, 'rope_axial')
+            term = RotaryTerm.from_angles(self.angles(coords[..., 2], coords[..., 1], factors).unsqueeze(1),
+                                          pos.num_prefix_tokens,
+                                          scale=self.extrapolation.grid_attention_scale(factors))
+            return [term.select(pos)] * self.depth
+        return [self.term(hw, pos.num_prefix_tokens, device).select(pos)] * self.depth
 
 
 def init_random_3d_freqs(head_dim: int, depth: int, num_heads: int, theta: float = 10.0) -> torch.Tensor:
@@ -193,6 +219,11 @@ class RoPEMixed(PosEncoding):
         extrapolation: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'`` or a dict (:mod:`zoo.encodings.extrapolation`);
             each frequency component (x, y, t) scales with its axis's factor; NTK exponents are the band index of
             each pair in its initialisation ladder.
+        p_rope: p-RoPE's fraction of pairs that rotate: pairs whose band index in the initialisation ladder is among
+            the highest-frequency ``round(p * ladder)`` keep their learned frequencies, the others are fixed at zero
+            frequency (their parameters get zero gradient). 1 = plain RoPE-Mixed.
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random coordinates in training; the integer grid in eval.
 
     Parameters: ``freqs`` ``(2, depth, num_heads, head_dim // 2)`` (x then y), ``(3, ...)`` (x, y, t) for videos; no
     weight decay. Derived angles are recomputed every training forward and cached per (grid, device, parameter
@@ -203,10 +234,13 @@ class RoPEMixed(PosEncoding):
     extrapolation_strategies = STRATEGIES
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0,
-                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none'):
+                 grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none', p_rope: float = 1.0,
+                 random_positions: Any = None):
         super().__init__()
         head_dim = _check_rope_geometry('rope_mixed', dim, num_heads, theta)
         self.theta = float(theta)
+        self.p_rope = check_p_rope(p_rope, 'rope_mixed')
+        self.random_positions = RandomPositions.parse(random_positions, 'rope_mixed')
         self.video = grid_size is not None and len(parse_grid_size('rope_mixed', grid_size)) == 3
         self._extrapolation = Extrapolation.parse(extrapolation, grid_size, self.extrapolation_strategies, 'rope_mixed')
         if self.video:
@@ -217,14 +251,28 @@ class RoPEMixed(PosEncoding):
             self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta))
         self._cache = TableCache()
 
-    def scaled_freqs(self, factors: Sequence[float]) -> torch.Tensor:
-        """``freqs`` (float32) after the extrapolation strategy for grid factors ``(s_rows, s_cols)`` or
-        ``(s_t, s_rows, s_cols)``; component x follows the columns, y the rows, t the tubelets."""
+    def _ladder(self) -> int:
+        """Length of the initialisation ladders (pair ``i`` has band ``i % ladder``)."""
+        n = self.freqs.shape[-1]
+        return -(-n // 3) if self.video else n // 2
+
+    def masked_freqs(self) -> torch.Tensor:
+        """``freqs`` in float32 with p-RoPE's zeroed pairs (all of them when ``p_rope = 1``)."""
         freqs = self.freqs.float()
+        if self.p_rope < 1.0:
+            n, ladder = freqs.shape[-1], self._ladder()
+            band = torch.arange(n, device=freqs.device) % ladder
+            freqs = freqs * p_rope_mask(band, ladder, self.p_rope)
+        return freqs
+
+    def scaled_freqs(self, factors: Sequence[float]) -> torch.Tensor:
+        """``freqs`` (float32, p-RoPE applied) after the extrapolation strategy for grid factors ``(s_rows, s_cols)``
+        or ``(s_t, s_rows, s_cols)``; component x follows the columns, y the rows, t the tubelets."""
+        freqs = self.masked_freqs()
         if not self.extrapolation.active or all(f == 1.0 for f in factors):
             return freqs
         n = freqs.shape[-1]
-        e = ntk_exponents(n, freqs.device, period=-(-n // 3) if self.video else n // 2)
+        e = ntk_exponents(n, freqs.device, period=self._ladder())
         train = self.extrapolation.train_grid
         axis = [len(factors) - 1, len(factors) - 2] + ([0] if self.video else [])  # grid axis of x, y, t
         return torch.stack([self.extrapolation.frequencies(freqs[c], factors[a], train[a], e)
@@ -232,23 +280,29 @@ class RoPEMixed(PosEncoding):
 
     def angles(self, x: torch.Tensor, y: torch.Tensor, t: Optional[torch.Tensor] = None,
                factors: Optional[Sequence[float]] = None) -> torch.Tensor:
-        """Angles ``(depth, num_heads, N, head_dim // 2)`` float32 (radians) for coordinates ``x``, ``y`` (and ``t``
-        for video frequencies) ``(N,)`` in patches / tubelets; ``factors``: the grid's extrapolation factors."""
-        freqs = self.scaled_freqs(factors) if factors is not None else self.freqs.float()
-        out = x.float()[:, None] * freqs[0].unsqueeze(-2) + y.float()[:, None] * freqs[1].unsqueeze(-2)
+        """Angles float32 (radians) for coordinates ``x``, ``y`` (and ``t`` for video frequencies) in patches /
+        tubelets: ``(depth, num_heads, N, head_dim // 2)`` for ``(N,)`` coordinates, ``(B, depth, num_heads, N,
+        head_dim // 2)`` for per-sample ``(B, N)`` ones; ``factors``: the grid's extrapolation factors."""
+        freqs = self.scaled_freqs(factors) if factors is not None else self.masked_freqs()
+        def along(c: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+            return c.float()[..., None, None, :, None] * f.unsqueeze(-2)
+        out = along(x, freqs[0]) + along(y, freqs[1])
         if self.video:
-            out = out + t.float()[:, None] * freqs[2].unsqueeze(-2)
+            out = out + along(t, freqs[2])
         return out
 
-    def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device) -> List[RotaryTerm]:
+    def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device,
+               coords: Optional[torch.Tensor] = None) -> List[RotaryTerm]:
+        """One term per block for the grid ``grid`` (``(H, W)`` or ``(T, H, W)``), at its integer coordinates or at
+        per-sample ``coords`` ``(B, N, 3)`` (t, row, col)."""
         factors = self.extrapolation.factors(grid, 'rope_mixed')
-        if self.video:
-            coords = grid_coords(grid, device)  # (N, 3): t, row, col
-            angles = self.angles(coords[:, 2], coords[:, 1], coords[:, 0], factors=factors)
-        else:
-            angles = self.angles(*patch_coords(grid, device), factors=factors)  # (depth, heads, N, head_dim // 2)
+        if coords is None:
+            coords = grid_coords(grid if self.video else (1, *grid), device)  # (N, 3): t, row, col
+        angles = self.angles(coords[..., 2], coords[..., 1], coords[..., 0] if self.video else None, factors=factors)
+        if coords.dim() == 2:
+            angles = angles.unsqueeze(0)                                   # (1 or B, depth, heads, N, head_dim // 2)
         scale = self.extrapolation.grid_attention_scale(factors)
-        return [RotaryTerm.from_angles(a.unsqueeze(0), num_prefix_tokens, scale=scale) for a in angles.unbind(0)]
+        return [RotaryTerm.from_angles(a, num_prefix_tokens, scale=scale) for a in angles.unbind(1)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if self.video:
@@ -258,7 +312,10 @@ class RoPEMixed(PosEncoding):
         else:
             grid = pos.hw_2d('rope_mixed')
         npt = pos.num_prefix_tokens
-        if self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
+        if self.training and self.random_positions.active:  # per-sample random coordinates
+            coords = self.random_positions.draw(grid if self.video else (1, *grid), pos.draw_batch, device)
+            terms = self._terms(grid, npt, device, coords)
+        elif self.training or (torch.is_grad_enabled() and self.freqs.requires_grad):
             terms = self._terms(grid, npt, device)  # carries the graph to freqs: never cached
         else:
             terms = self._cache.get(lambda: (grid, npt, device, param_key([self.freqs]), self.extrapolation.key()),
@@ -300,8 +357,9 @@ class RoPEMixedAPE(RoPEMixed):
     adaptation = 'RoPE extrapolated on integer patch positions; APE resampled bicubically'
 
     def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], theta: float = 10.0,
-                 extrapolation: Any = 'none'):
-        super().__init__(dim, num_heads, depth, theta=theta, grid_size=grid_size, extrapolation=extrapolation)
+                 extrapolation: Any = 'none', p_rope: float = 1.0, random_positions: Any = None):
+        super().__init__(dim, num_heads, depth, theta=theta, grid_size=grid_size, extrapolation=extrapolation,
+                         p_rope=p_rope, random_positions=random_positions)
         self.ape = LearnedAPE(dim, grid_size, num_prefix_tokens=0, embed_prefix=False)
         if self.video:
             self.adaptation = 'RoPE extrapolated on integer (t, row, col) positions; APE resampled trilinearly'
@@ -357,6 +415,10 @@ class RoPE3D(PosEncoding):
         extrapolation: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'`` or a dict (:mod:`zoo.encodings.extrapolation`),
             per axis: the t, h, w chunks scale with the frame, row and column factors (explicit ids: the span of the
             ids per axis against ``train_grid``).
+        p_rope: p-RoPE's fraction of each chunk's bands that rotate (the highest frequencies); 1 = plain 3D RoPE.
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random (t, row, col) coordinates of a grid in training; the integer grid in eval (explicit ids are used
+            as given).
 
     Raises:
         ValueError: bad geometry, ``theta``, ``pairing`` or ``angle_dtype``; at forward explicit ids that are not
@@ -368,8 +430,10 @@ class RoPE3D(PosEncoding):
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10000.0, pairing: str = 'interleaved',
                  angle_dtype: str = 'float32', grid_size: Optional[Tuple[int, ...]] = None,
-                 extrapolation: Any = 'none'):
+                 extrapolation: Any = 'none', p_rope: float = 1.0, random_positions: Any = None):
         super().__init__()
+        self.p_rope = check_p_rope(p_rope, 'rope3d')
+        self.random_positions = RandomPositions.parse(random_positions, 'rope3d')
         self._extrapolation = Extrapolation.parse(
             extrapolation, as_thw(parse_grid_size('rope3d', grid_size)) if grid_size is not None else None,
             self.extrapolation_strategies, 'rope3d')
@@ -414,6 +478,9 @@ class RoPE3D(PosEncoding):
         """
         cdtype = self._table_dtype(dtype)
         bands = rope_frequencies(self.sub // 2, self.theta, device=coords.device, dtype=cdtype)
+        if self.p_rope < 1.0:
+            n = self.sub // 2
+            bands = bands * p_rope_mask(torch.arange(n, device=coords.device), n, self.p_rope).to(cdtype)
         ext, scale = self.extrapolation, 1.0
         if factors is not None and ext.active and any(f != 1.0 for f in factors):
             e = ntk_exponents(self.sub // 2, coords.device)
@@ -457,6 +524,12 @@ class RoPE3D(PosEncoding):
             term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved')
         elif pos.grid is None:
             raise ValueError('rope3d needs a patch grid (Positions.grid) or (3, B, L) ids (Positions.ids)')
+        elif self.training and self.random_positions.active:  # per-sample random coordinates: never cached
+            grid, npt = tuple(pos.grid), pos.num_prefix_tokens
+            coords = self.random_positions.draw(grid, pos.draw_batch, device)
+            coords = torch.cat([coords.new_zeros(coords.shape[0], npt, 3), coords], dim=1)
+            sin, cos = self.sin_cos(coords, dtype, self.extrapolation.factors(grid, 'rope3d'))
+            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved').select(pos)
         else:
             term = self.term(tuple(pos.grid), pos.num_prefix_tokens, dtype, device).select(pos)
         return [term] * self.depth

@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 from timm.layers import apply_rot_embed
 
-__all__ = ['apply_rope', 'rope_sin_cos', 'rope_frequencies', 'grid_coords', 'LAYOUTS']
+__all__ = ['apply_rope', 'rope_sin_cos', 'rope_frequencies', 'grid_coords', 'LAYOUTS', 'check_p_rope', 'p_rope_mask']
 
 LAYOUTS = ('interleaved', 'half')
 
@@ -93,3 +93,35 @@ def grid_coords(grid: Sequence[int], device: Optional[torch.device] = None, norm
         axes.append((a + 0.5) / n if normalized else a)
     mesh = torch.meshgrid(*axes, indexing='ij')
     return torch.stack([m.reshape(-1) for m in mesh], dim=-1)
+
+
+def check_p_rope(p: float, encoding: str = 'this encoding') -> float:
+    """Validate p-RoPE's ``p`` (the fraction of rotary pairs that keep their frequency): a float in ``[0, 1]``.
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1]``, naming ``encoding``.
+    """
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise ValueError(f'{encoding}: p_rope must be a fraction in [0, 1], got {p!r}') from None
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f'{encoding}: p_rope must be a fraction in [0, 1] (1 = plain RoPE, 0 = no rotation), got {p}')
+    return p
+
+
+def p_rope_mask(band: torch.Tensor, num_bands: int, p: float) -> torch.Tensor:
+    """p-RoPE ("Round and Round We Go! What makes Rotary Positional Encodings useful?", Barbero et al., ICLR 2025,
+    arXiv:2410.06205, Sec. 6): keep the ``round(p * num_bands)`` highest frequencies of a ladder and set the others
+    to zero frequency (those pairs are not rotated: position-free "semantic" channels).
+
+    Args:
+        band: ``(n,)`` each pair's index in its frequency ladder, 0 = the highest frequency.
+        num_bands: the ladder's length.
+        p: the fraction kept (:func:`check_p_rope`).
+
+    Returns:
+        ``(n,)`` float32 multipliers of the frequencies: 1 for kept pairs, 0 for the lowest-frequency rest.
+    """
+    keep = int(round(p * num_bands))
+    return (band < keep).to(torch.float32)

@@ -18,7 +18,7 @@ from ..base import AttnTerm, Positions, PosEncoding
 from ..extrapolation import STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
-from ..rotation import rope_frequencies, rope_sin_cos
+from ..rotation import check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
 from .ids import decode_position_ids, get_position_ids
 from .schemes import IMAGE, VIDEO, Block, get_scheme
 
@@ -90,12 +90,13 @@ def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Te
 
 
 def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float,
-            ext: Optional[Extrapolation] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+            ext: Optional[Extrapolation] = None, p_rope: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(sin, cos)`` ``(B, H|1, L, head_dim)`` float32 for ids ``pos`` ``(A, B, L)`` and allocation ``axes``.
 
     ``ext``: an extrapolation strategy; each pair's frequency scales with the factor of its axis (the span of the
     ids on that axis against ``ext.train_grid``), NTK exponents ``2j / (head_dim - 2)``; YaRN's temperature uses the
-    largest axis factor.
+    largest axis factor. ``p_rope``: p-RoPE, only the ``round(p * head_dim / 2)`` highest frequencies ``theta^(-2j /
+    head_dim)`` rotate, whichever axis the scheme gives them.
     """
     axes = axes.to(pos.device)
     inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
@@ -108,6 +109,9 @@ def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float,
         inv_freq = per_axis.gather(0, axes.clamp(min=0))                                  # (H, half)
         scale = ext.attention_scale(max(factors))
     freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))                   # (H, half)
+    if p_rope < 1.0:
+        half = head_dim // 2
+        freq = freq * p_rope_mask(torch.arange(half, device=pos.device), half, p_rope)
     b, n = pos.shape[1:]
     per_pair = pos.to(torch.float32).permute(1, 2, 0).index_select(-1, axes.clamp(min=0).flatten())  # (B, L, H*half)
     per_pair = per_pair.view(b, n, *axes.shape).transpose(1, 2)                          # (B, H, L, half)
@@ -242,6 +246,9 @@ class MultimodalRoPE(PosEncoding):
         extrapolation: ``'none'`` or a dict ``{'strategy': 'pi' | 'ntk' | 'yarn', 'train_grid': (...)}`` whose
             ``train_grid`` is the span of position ids per id axis seen in training (scheme axis order, e.g.
             ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`.
+        p_rope: p-RoPE (Barbero et al., arXiv:2410.06205): the fraction of rotary pairs, the highest frequencies
+            ``theta^(-2j / head_dim)``, that rotate; the others get zero frequency whichever axis the scheme gives
+            them (so a scheme that puts t on the lowest frequencies, VideoRoPE, loses t first). 1 = the scheme as is.
 
     Attributes:
         spec: the :class:`~zoo.encodings.multimodal.schemes.Scheme` object, resolved once here; the encoding owns it,
@@ -262,8 +269,9 @@ class MultimodalRoPE(PosEncoding):
     def __init__(self, dim: int, num_heads: int, depth: int, num_kv_heads: Optional[int] = None,
                  scheme: str = 'mrope', theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
                  head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None,
-                 extrapolation: Any = 'none'):
+                 extrapolation: Any = 'none', p_rope: float = 1.0):
         super().__init__()
+        self.p_rope = check_p_rope(p_rope, 'multimodal_rope')
         self._extrapolation = Extrapolation.parse(extrapolation, None, self.extrapolation_strategies, 'multimodal_rope')
         self.spec = get_scheme(scheme)
         self.scheme = scheme
@@ -356,7 +364,8 @@ class MultimodalRoPE(PosEncoding):
     def term(self, position_ids: torch.Tensor, device: torch.device) -> RotaryTerm:
         """The rotation for ids ``(A, B, L)`` (``A = 1`` broadcasts to every axis)."""
         pos = _as_axes(position_ids.to(device), self.spec.num_axes, self.scheme)
-        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, self.extrapolation), layout=LAYOUT)
+        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, self.extrapolation, self.p_rope),
+                          layout=LAYOUT)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if pos.ids is not None:
