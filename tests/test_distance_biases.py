@@ -253,3 +253,27 @@ def test_large_grids_take_the_blocked_path_by_default():
     big = pe.attn_terms(Positions((16, 12, 12)), torch.float32, CPU)[0]
     assert small.query_block is None and big.query_block == pe.query_block
     assert big.coords.shape == (1, 16 * 12 * 12, 3)
+
+
+# ------------------------------------------------------------------------------------------------------- models
+@pytest.mark.parametrize('kind', KINDS)
+def test_image_and_video_models_and_inflation(kind):
+    """pe_vit_* / pe_video_vit_* models; an image checkpoint inflates into the video model (KERPLE's per-head and
+    FIRE's parameters are the same tensors; the video adds the t axis to the distance)."""
+    import timm
+    from zoo.models import inflate_2d_to_3d
+    small = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=2, num_classes=5)
+    torch.manual_seed(0)
+    image = timm.create_model(f'pe_vit_tiny_patch16_{kind}_224', dynamic_img_size=True, **small).eval()
+    with torch.no_grad():
+        for p in image.pe.parameters():
+            p.add_(torch.rand_like(p) * 0.1)
+    video = timm.create_model(f'pe_video_vit_tiny_patch16_{kind}_224', num_frames=4, **small).eval()
+    video.load_state_dict(inflate_2d_to_3d(image.state_dict(), video), strict=True)
+    for name, p in image.pe.named_parameters():
+        assert torch.equal(dict(video.pe.named_parameters())[name], p), name
+    assert video.pe.video and not image.pe.video
+    with torch.no_grad():
+        out = video(torch.randn(2, 3, 4, 32, 32))
+        img = image(torch.randn(2, 3, 48, 40))
+    assert out.shape == (2, 5) and torch.isfinite(out).all() and torch.isfinite(img).all()

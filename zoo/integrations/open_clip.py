@@ -154,6 +154,18 @@ default_cfgs = generate_default_cfgs({
     'clip_pe_vit_tiny_patch16_liere_224': _tower_cfg(),
     'clip_pe_vit_small_patch16_liere_224': _tower_cfg(),
     'clip_pe_vit_base_patch16_liere_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_alibi_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_alibi_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_alibi_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_kerple_log_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_kerple_log_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_kerple_log_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_kerple_power_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_kerple_power_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_kerple_power_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_fire_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_fire_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_fire_224': _tower_cfg(),
 })
 
 _TOWERS = {name: name[len('clip_'):] for name in default_cfgs}  # tower -> its pe_vit_* image model
@@ -531,6 +543,109 @@ def clip_pe_vit_base_patch16_liere_224(pretrained: bool = False, **kwargs) -> PE
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='liere',
                       pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
     return _create_clip_tower('clip_pe_vit_base_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_small_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 

@@ -292,13 +292,26 @@ default_cfgs = generate_default_cfgs({
     'pe_video_vit_tiny_patch16_irpe_k_224': _cfg(),
     'pe_video_vit_small_patch16_irpe_k_224': _cfg(),
     'pe_video_vit_base_patch16_irpe_k_224': _cfg(),
+    'pe_video_vit_tiny_patch16_alibi_224': _cfg(),
+    'pe_video_vit_small_patch16_alibi_224': _cfg(),
+    'pe_video_vit_base_patch16_alibi_224': _cfg(),
+    'pe_video_vit_tiny_patch16_kerple_log_224': _cfg(),
+    'pe_video_vit_small_patch16_kerple_log_224': _cfg(),
+    'pe_video_vit_base_patch16_kerple_log_224': _cfg(),
+    'pe_video_vit_tiny_patch16_kerple_power_224': _cfg(),
+    'pe_video_vit_small_patch16_kerple_power_224': _cfg(),
+    'pe_video_vit_base_patch16_kerple_power_224': _cfg(),
+    'pe_video_vit_tiny_patch16_fire_224': _cfg(),
+    'pe_video_vit_small_patch16_fire_224': _cfg(),
+    'pe_video_vit_base_patch16_fire_224': _cfg(),
 })
 
 #: The ``{pe}`` part of a video model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``).
 VIDEO_PE_MODELS: Dict[str, str] = {
     'ape': 'ape', 'st_ape': 'st_ape', 'sincos': 'sincos1d', 'sincos3d': 'sincos3d', 'nope': 'nope', 'peg': 'peg',
     'fourier': 'fourier', 'rope3d': 'rope3d', 'rope_mixed': 'rope_mixed', 'comrope_ap': 'comrope',
-    'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe',
+    'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
+    'kerple_power': 'kerple_power', 'fire': 'fire',
 }
 PE_OF_MODEL.update({
     name: VIDEO_PE_MODELS[name[len('pe_video_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs})
@@ -659,3 +672,111 @@ def pe_video_vit_base_patch16_irpe_k_224(pretrained: bool = False, **kwargs) -> 
                                                skip=0, ape=True, rpe_on='k'))
     return _create_pe_video_vit(
         'pe_video_vit_base_patch16_irpe_k_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), ALiBi linear distance biases over (t, h, w) (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='alibi', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), ALiBi linear distance biases over (t, h, w) (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='alibi', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), ALiBi linear distance biases over (t, h, w) (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='alibi', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), KERPLE logarithmic distance biases (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_log', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), KERPLE logarithmic distance biases (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_log', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), KERPLE logarithmic distance biases (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_log', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), KERPLE power distance biases (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), KERPLE power distance biases over (t, h, w) (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), KERPLE power distance biases over (t, h, w) (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), FIRE learned distance biases over (t, h, w) (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='fire', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), FIRE learned distance biases over (t, h, w) (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='fire', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), FIRE learned distance biases over (t, h, w) (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='fire', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))

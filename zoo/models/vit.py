@@ -265,7 +265,7 @@ class PEVisionTransformer(nn.Module):
             prefix.append(self.reg_token.expand(x.shape[0], -1, -1).to(x.dtype))
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
-        pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens)
+        pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens, batch_size=x.shape[0])
         x = self.pos_drop(pe_embed(self.pe, x, pos))
         return self._take_subset(x, pos, keep_indices)
 
@@ -297,7 +297,8 @@ class PEVisionTransformer(nn.Module):
             x, keep_indices = self.patch_drop(x)
         if keep_indices is None:
             return x, pos
-        return x, Positions(pos.grid, pos.num_prefix_tokens, pos.num_class_tokens, keep_indices=keep_indices)
+        return x, Positions(pos.grid, pos.num_prefix_tokens, pos.num_class_tokens, keep_indices=keep_indices,
+                            batch_size=pos.batch_size)
 
     def _blocks(self, x: torch.Tensor, pos: Positions, blocks: Sequence[nn.Module], take: Sequence[int] = (),
                 norm: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
@@ -496,6 +497,18 @@ default_cfgs = generate_default_cfgs({
     'pe_vit_tiny_patch16_liere_224': _cfg(),
     'pe_vit_small_patch16_liere_224': _cfg(),
     'pe_vit_base_patch16_liere_224': _cfg(),
+    'pe_vit_tiny_patch16_alibi_224': _cfg(),
+    'pe_vit_small_patch16_alibi_224': _cfg(),
+    'pe_vit_base_patch16_alibi_224': _cfg(),
+    'pe_vit_tiny_patch16_kerple_log_224': _cfg(),
+    'pe_vit_small_patch16_kerple_log_224': _cfg(),
+    'pe_vit_base_patch16_kerple_log_224': _cfg(),
+    'pe_vit_tiny_patch16_kerple_power_224': _cfg(),
+    'pe_vit_small_patch16_kerple_power_224': _cfg(),
+    'pe_vit_base_patch16_kerple_power_224': _cfg(),
+    'pe_vit_tiny_patch16_fire_224': _cfg(),
+    'pe_vit_small_patch16_fire_224': _cfg(),
+    'pe_vit_base_patch16_fire_224': _cfg(),
 })
 
 # the ``{pe}`` part of a model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``)
@@ -503,6 +516,7 @@ _ENCODING_OF_SUFFIX = {
     'ape': 'ape', 'sincos': 'sincos', 'nope': 'nope', 'peg': 'peg', 'peg0to5': 'peg', 'fourier': 'fourier',
     'rope_axial': 'rope_axial', 'rope_mixed': 'rope_mixed', 'rope_mixed_ape': 'rope_mixed_ape', 'irpe_k': 'irpe',
     'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
+    'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire',
 }
 
 #: Model name -> registered encoding name of every zoo model (``zoo list``, reports, checkpoint identity checks);
@@ -852,3 +866,99 @@ def pe_vit_base_patch16_liere_224(pretrained: bool = False, **kwargs) -> PEVisio
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='liere',
                       pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_vit('pe_vit_base_patch16_liere_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_alibi_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with ALiBi linear distance biases over the patch grid (ALiBi, arXiv:2108.12409)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='alibi',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_alibi_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_kerple_log_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with KERPLE logarithmic distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='kerple_log',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_kerple_log_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_kerple_power_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with KERPLE power distance biases over the patch grid (KERPLE, arXiv:2205.09921)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='kerple_power', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_kerple_power_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with FIRE learned distance biases over the patch grid (FIRE, arXiv:2310.04418)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fire',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
