@@ -335,7 +335,7 @@ def test_train_video_model_records_its_clip(video_run):
 
 def test_eval_frames_sweep_and_reports(video_run, videos, tmp_path):
     import pandas as pd
-    from zoo.eval.frames import eval_frames
+    from zoo.sweep.frames import eval_frames
     out = str(tmp_path / 'ev')
     result = eval_frames(['--run', video_run, '--data-dir', videos, '--frames', '2', '4', '8', '--sizes', '16', '24',
                           '--workers', '0', '--no-progress', '--output', out])

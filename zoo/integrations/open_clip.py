@@ -46,7 +46,7 @@ from zoo.models.vit import PEVisionTransformer, take_pe_kwargs
 __all__ = ['CLIP_MEAN', 'CLIP_STD', 'clip_tower_name', 'clip_config_name', 'clip_configs', 'write_clip_configs',
            'register_open_clip_configs', 'is_clip_visual_state_dict', 'clip_visual_state_dict', 'clip_visual_geometry',
            'convert_clip_visual', 'create_model_from_clip', 'load_clip_checkpoint', 'zoo_tower_from_clip',
-           'set_quick_gelu', 'ZeroShotClassifier', 'CONFIG_DIR']
+           'set_quick_gelu', 'ZeroShotClassifier', 'CONFIG_DIR', 'read_clip_state_dict']
 
 _logger = logging.getLogger(__name__)
 
@@ -932,7 +932,7 @@ def create_model_from_clip(state_dict: Union[str, Dict[str, Any]], pe: str = 'ap
     Returns:
         The model (``clip_pe_vit_*``, ``head`` = CLIP's projection unless ``num_classes`` is given), in eval mode.
     """
-    sd = _read(state_dict) if isinstance(state_dict, str) else state_dict
+    sd = read_clip_state_dict(state_dict) if isinstance(state_dict, str) else state_dict
     geo = clip_visual_geometry(sd, head_width=head_width)
     new_head = 'num_classes' in kwargs and kwargs['num_classes'] != geo['num_classes']
     args = dict(geo, **kwargs)
@@ -946,7 +946,7 @@ def create_model_from_clip(state_dict: Union[str, Dict[str, Any]], pe: str = 'ap
     return model.eval()
 
 
-def _read(path: str) -> Dict[str, torch.Tensor]:
+def read_clip_state_dict(path: str) -> Dict[str, torch.Tensor]:
     """Tensors of a checkpoint file: safetensors or a torch state dict (``weights_only=True``). OpenAI's TorchScript
     archives are not read (no code is loaded); save ``open_clip.load_openai_model(p).state_dict()`` once instead."""
     if not os.path.isfile(path):
@@ -1000,7 +1000,7 @@ def load_clip_checkpoint(clip_model: nn.Module, checkpoint: Union[str, Dict[str,
         raise CheckpointMismatchError('load_clip_checkpoint needs an open_clip model built from a zoo-* config '
                                       '(open_clip.create_model("zoo-ViT-B-16-ape")); got '
                                       f'{type(getattr(clip_model, "visual", clip_model)).__name__} as its visual tower')
-    sd = _read(checkpoint) if isinstance(checkpoint, str) else checkpoint
+    sd = read_clip_state_dict(checkpoint) if isinstance(checkpoint, str) else checkpoint
     sd = _strip(unwrap_state_dict(sd) if 'state_dict' in sd else sd)
     for key in ('input_resolution', 'context_length', 'vocab_size'):  # OpenAI archive metadata
         sd.pop(key, None)

@@ -88,14 +88,15 @@ def load_zero_shot_model(name: str, checkpoint: str, classnames: Sequence[str], 
     """
     oc = _open_clip()
     from open_clip.model import set_model_preprocess_cfg
-    from zoo.integrations.open_clip import ZeroShotClassifier, _read, load_clip_checkpoint, zoo_tower_from_clip
+    from zoo.integrations.open_clip import (ZeroShotClassifier, load_clip_checkpoint, read_clip_state_dict,
+                                           zoo_tower_from_clip)
     if name not in oc.list_models():
         raise ValueError(f'unknown open_clip model {name!r}; zoo towers are named like zoo-ViT-B-16-rope_mixed '
                          '(open_clip.list_models() lists them)')
     if not os.path.isfile(checkpoint):
         raise FileNotFoundError(f'--checkpoint {checkpoint!r} does not exist (--zero-shot takes a local CLIP weights '
                                 'file; nothing is downloaded)')
-    state = _read(checkpoint)
+    state = read_clip_state_dict(checkpoint)
     if name.startswith('zoo-'):
         model = oc.create_model(name, pretrained=None)
         if any(k.startswith('visual.trunk.') for k in state):  # saved from this zoo-* model: open_clip's strict load
