@@ -9,7 +9,7 @@ import timm
 import torch
 from timm.models import get_pretrained_cfg
 
-from zoo.encodings.registry import _REGISTRY
+from zoo.encodings.registry import get_pos_encoding_class, list_pos_encodings
 from .vit import PE_OF_MODEL
 from .vlm import VLM_SIZES, create_video_llm, list_video_llms, vlm_schemes
 
@@ -33,7 +33,7 @@ def _vit_row(name: str, pe: str) -> Dict:
         model = timm.create_model(name, weight_init='skip')
     tags = [n.split('.', 1)[1] for n in timm.list_models(name, pretrained=True) if '.' in n]
     tags = [t for t in tags if get_pretrained_cfg(f'{name}.{t}').has_weights]
-    family = getattr(_REGISTRY.get(pe), 'family', pe)
+    family = get_pos_encoding_class(pe).family if pe in list_pos_encodings() else pe
     return dict(name=name, pe=pe, family=family, params=sum(p.numel() for p in model.parameters()), pretrained=tags)
 
 
@@ -43,7 +43,7 @@ def _vlm_row(name: str) -> Dict:
     options = dict(tower_kwargs=dict(weight_init='skip')) if tower in PE_OF_MODEL else {}
     with torch.device('meta'):
         model = create_video_llm(name, **options)
-    family = getattr(_REGISTRY.get('multimodal_rope'), 'family', 'Multimodal RoPE')
+    family = get_pos_encoding_class('multimodal_rope').family
     return dict(name=name, pe=scheme, family=family, params=sum(p.numel() for p in model.parameters()),
                 pretrained=[])
 
