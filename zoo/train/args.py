@@ -66,10 +66,8 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                         'a video folder (DATA/train/<class>/*.mp4); clips take random-offset uniform frames in '
                         'training, segment midpoints in validation; no spatial augmentation')
 
-    g = p.add_argument_group('model')
-    g.add_argument('--model', help='registered model name (see `zoo list`)')
-    g.add_argument('--model-kwargs', nargs='*', default=None, metavar='KEY=VALUE',
-                   help='constructor overrides, values parsed as YAML; dotted keys nest, e.g. patch_size=4 '
+    g = add_model_group(p, 'registered model name (see `zoo list`)',
+                        'constructor overrides, values parsed as YAML; dotted keys nest, e.g. patch_size=4 '
                         'embed_dim=192 pe_kwargs.theta=10')
     g.add_argument('--pretrained', action='store_true', help='start from the model\'s timm pretrained weights')
     g.add_argument('--initial-checkpoint', metavar='CKPT',
@@ -110,6 +108,14 @@ def add_run_options(p: argparse.ArgumentParser) -> Any:
     g.add_argument('--no-progress', action='store_true', help='no tqdm progress bars (log lines only)')
     g.add_argument('--results-file', metavar='PATH', help='also write the final results (one row) to this .csv '
                                                           'or .json file')
+    return g
+
+
+def add_model_group(p: argparse.ArgumentParser, model_help: str, kwargs_help: str) -> Any:
+    """The ``model`` option group with ``--model`` and ``--model-kwargs`` (each command's own help); returns it."""
+    g = p.add_argument_group('model')
+    g.add_argument('--model', help=model_help)
+    g.add_argument('--model-kwargs', nargs='*', default=None, metavar='KEY=VALUE', help=kwargs_help)
     return g
 
 

@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional
 
 from zoo.datasets.videoqa import list_benchmarks
 from zoo.tasks.videoqa import SeededVideoQADataset, VideoQATraining
-from .args import (add_ema_options, add_optimisation_options, add_run_options, bad_option, check_counts,
-                   check_run_options, parse_train_args)
+from .args import (add_ema_options, add_model_group, add_optimisation_options, add_run_options, bad_option,
+                   check_counts, check_run_options, parse_train_args)
 from .loop import train
 
 __all__ = ['train_vlm', 'build_vlm_parser', 'parse_vlm_args', 'SeededVideoQADataset']
@@ -62,10 +62,8 @@ def build_vlm_parser() -> argparse.ArgumentParser:
     g.add_argument('--max-train', type=int, default=None, help='use only the first N training records')
     g.add_argument('--max-val', type=int, default=None, help='validate on only the first N records')
 
-    g = p.add_argument_group('model')
-    g.add_argument('--model', help='video-LLM name (zoo.list_video_llms(), e.g. pe_vlm_tiny_mrope)')
-    g.add_argument('--model-kwargs', nargs='*', default=None, metavar='KEY=VALUE',
-                   help='create_video_llm overrides, values parsed as YAML; dotted keys nest, e.g. dim=128 depth=2 '
+    g = add_model_group(p, 'video-LLM name (zoo.list_video_llms(), e.g. pe_vlm_tiny_mrope)',
+                        'create_video_llm overrides, values parsed as YAML; dotted keys nest, e.g. dim=128 depth=2 '
                         'tower_kwargs.embed_dim=96 scheme_options.delta=2')
     g.add_argument('--initial-checkpoint', metavar='CKPT', help='start from these video-LLM weights (strict)')
     g.add_argument('--tower-checkpoint', metavar='CKPT',
