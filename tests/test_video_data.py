@@ -128,15 +128,29 @@ def test_bad_files_raise_one_error_type(tmp_path, backend):
 
 
 def test_zero_frame_video(tmp_path, monkeypatch):
-    class Empty:
-        def __len__(self):
-            return 0
+    """A container with a video stream but no packet is ``zero_frames`` (a fake container: FFmpeg writes none)."""
+    import av
 
-        def get_avg_fps(self):
-            return 25.0
+    class Stream:
+        average_rate = guessed_rate = base_rate = 25
+        time_base, frames, height, width = None, 0, 32, 32
+        codec_context = type('C', (), {'name': 'h264'})
+
+    class Empty:
+        streams = type('S', (), {'video': [Stream()]})
+        format = type('F', (), {'name': 'mp4'})
+
+        def demux(self, stream):
+            return iter(())
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
     p = tmp_path / 'empty.mp4'
     p.write_bytes(b'\0')
-    monkeypatch.setattr(video_mod, '_open_reader', lambda path, **kw: Empty())
+    monkeypatch.setattr(av, 'open', lambda path, *a, **kw: Empty())
     with pytest.raises(VideoReadError) as e:
         read_video(str(p), FrameSampling())
     assert e.value.reason == 'zero_frames'
@@ -144,8 +158,8 @@ def test_zero_frame_video(tmp_path, monkeypatch):
 
 def test_cache_decodes_once(clip, tmp_path, monkeypatch):
     opened = []
-    real = video_mod._open_reader
-    monkeypatch.setattr(video_mod, '_open_reader', lambda p, **kw: opened.append(p) or real(p, **kw))
+    real = video_mod._decode
+    monkeypatch.setattr(video_mod, '_decode', lambda p, *a: opened.append(p) or real(p, *a))
     cache = FrameCache(str(tmp_path / 'cache'))
     s = FrameSampling('uniform', 6)
     a = read_video(clip, s, size=16, cache=cache)

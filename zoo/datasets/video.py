@@ -1,4 +1,4 @@
-"""Reading frames from video files with decord (PyAV where decord has no wheel): sampling rules, timestamps, clear errors, an on-disk frame cache.
+"""Reading frames from video files: sampling rules, true timestamps, exact frames, clear errors, an on-disk frame cache.
 
 Sampling (:class:`FrameSampling`), all inside an optional ``[start, end]`` window in seconds:
 
@@ -10,18 +10,25 @@ Sampling (:class:`FrameSampling`), all inside an optional ``[start, end]`` windo
 * ``fps``: one frame every ``1 / fps`` seconds (segment midpoints), at most ``num_frames`` of them (then spread
   uniformly over the window), the fps-with-a-cap protocol of video-LLM evaluations.
 
-Every read returns the sampled frame indices and their presentation timestamps in seconds (decord's
-``get_frame_timestamp``), which feed time-aware position encodings.
+Seconds map to frames by the stream's own presentation timestamps, so windows and fps sampling are right on
+variable-frame-rate clips too. Every read returns the sampled frame indices and their timestamps in seconds from the
+first frame, which feed time-aware position encodings; a file without usable timestamps gets ``index / fps`` instead,
+with a warning (once per file) and a count (:data:`zoo.datasets.video_streams.COUNTS`).
 
-Real files fail in ways the header does not show: decord can report more frames than it can decode and raise in the
-middle of ``get_batch``. Every failure becomes one :class:`VideoReadError` with a ``reason`` (``missing``,
-``undecodable``, ``zero_frames``, ``truncated``, ``bad_window``) that datasets count and report. With
-``on_truncated='clamp'`` a truncated file is read from a leading part that decodes instead (the sampling is redone
-over shorter and shorter prefixes until a read succeeds).
+Frames are exact whatever the codec and container: decord reads them where it is installed, but a file is trusted to
+decord only once its reads were checked against frames decoded in order (once per file); other files are read with
+PyAV (:mod:`zoo.datasets.video_streams`). ``ZOO_VIDEO_BACKEND=pyav`` reads every file with PyAV; both backends give
+the same frames.
 
-Readers are opened per read and dropped right after (decord keeps whole packet indexes in memory), so memory stays flat
-over long loops. :class:`FrameCache` stores decoded, resized frames on disk, keyed by the file (real path, size,
-mtime), the output size and the sampling, so a sweep over model sizes decodes each video once per sampling.
+Real files fail in ways the header does not show. Every failure becomes one :class:`VideoReadError` with a ``reason``
+(``missing``, ``undecodable``, ``zero_frames``, ``truncated``, ``bad_window``) that datasets count and report. With
+``on_truncated='clamp'`` a truncated file (fewer frames than its header says, or frames that do not decode) is sampled
+over the frames that decode, read with PyAV where decord cannot open the file. The decoded size is estimated before
+decoding, and a read that would not fit in the available memory is refused (:class:`VideoMemoryError`). A request for
+more frames than a clip holds repeats frames (decoded once, resized once, then repeated).
+
+:class:`FrameCache` stores decoded, resized frames on disk, keyed by the file (real path, size, mtime), the output
+size and the sampling, so a sweep over model sizes decodes each video once per sampling.
 """
 from __future__ import annotations
 
@@ -36,152 +43,56 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from zoo.errors import ZooError
+from .video_streams import (COUNTS, FramesNotDecodable, VideoReadError, _one_line, count_decodable, read_frames,
+                            stream_index, video_backend)
+
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['VIDEO_EXTENSIONS', 'VideoReadError', 'FrameSampling', 'VideoInfo', 'VideoClip', 'FrameCache',
-           'probe_video', 'read_video', 'resize_frames', 'frames_to_clip', 'video_backend']
+__all__ = ['VIDEO_EXTENSIONS', 'VideoReadError', 'VideoMemoryError', 'FrameSampling', 'VideoInfo', 'VideoClip',
+           'FrameCache', 'probe_video', 'read_video', 'resize_frames', 'frames_to_clip', 'video_backend',
+           'available_memory', 'check_memory', 'COUNTS']
 
 VIDEO_EXTENSIONS = ('.mp4', '.mkv', '.mov', '.avi', '.webm')
 
 SizeLike = Union[None, int, Tuple[int, int], Sequence[int]]
 
 
-class VideoReadError(RuntimeError):
-    """A video that cannot be used; ``reason`` is one of :attr:`REASONS`.
-
-    Attributes:
-        path: the file.
-        reason: ``missing`` (no such file), ``undecodable`` (decord cannot open it, or it has no frame rate),
-            ``zero_frames``, ``truncated`` (the file ends or breaks mid-stream: the demuxer fails while indexing, or
-            frames the index promises do not decode), ``bad_window`` (the start/end window holds no frame).
-        detail: one line saying what failed.
-    """
-    REASONS = ('missing', 'undecodable', 'zero_frames', 'truncated', 'bad_window')
-
-    def __init__(self, path: str, reason: str, detail: str):
-        self.path, self.reason, self.detail = path, reason, detail
-        super().__init__(f'{path}: {reason}: {detail}')
+class VideoMemoryError(ZooError, ValueError):
+    """A read whose decoded frames would not fit in the available memory (estimated before decoding)."""
 
 
-def _decord():
-    """decord, or ``None`` where it is not installed (no wheel for the platform) or ``ZOO_VIDEO_BACKEND=pyav``."""
-    if os.environ.get('ZOO_VIDEO_BACKEND', '').lower() == 'pyav':
-        return None
+def available_memory() -> Optional[int]:
+    """Bytes of memory available to a new allocation: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else free
+    physical pages (``os.sysconf``); ``None`` where neither is known."""
     try:
-        import decord
-    except ImportError:
+        with open('/proc/meminfo') as f:
+            for line in f:
+                if line.startswith('MemAvailable:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf('SC_AVPHYS_PAGES')) * int(os.sysconf('SC_PAGE_SIZE'))
+    except (ValueError, OSError, AttributeError):
         return None
-    decord.logging.set_level(decord.logging.QUIET)  # ffmpeg's own log lines; failures come back as VideoReadError
-    return decord
 
 
-def video_backend() -> str:
-    """``'decord'`` where decord is installed (x86-64 Linux and Windows wheels), else ``'pyav'``."""
-    return 'decord' if _decord() is not None else 'pyav'
+def check_memory(nbytes: int, what: str, fix: str) -> None:
+    """Refuse a decode that would not fit: ``nbytes`` against :func:`available_memory`.
 
-
-class _Frames:
-    """What decord's ``get_batch`` returns, for the PyAV reader: an array behind ``asnumpy()``."""
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
-
-    def asnumpy(self) -> np.ndarray:
-        return self.array
-
-
-class _PyAVReader:
-    """decord's ``VideoReader`` interface (``len``, ``get_avg_fps``, ``get_batch``, ``get_frame_timestamp``) over PyAV,
-    for platforms without a decord wheel (macOS, Linux aarch64) or ``ZOO_VIDEO_BACKEND=pyav``.
-
-    Frames are decoded in presentation order from the start of the stream up to the last requested one (no seeking),
-    so the frame at index ``i`` is exactly the ``i``-th decoded frame; slower than decord on long videos.
+    Args:
+        nbytes: the estimate, in bytes.
+        what: what needs it, for the message (``'--frames 100000 x 3 clips'``).
+        fix: what to change, for the message.
 
     Raises:
-        av.error.FFmpegError / RuntimeError: the file cannot be opened or a requested frame does not decode (mapped
-            to :class:`VideoReadError` by the callers, as decord's errors are).
+        VideoMemoryError: ``nbytes`` is above the available memory.
     """
-
-    def __init__(self, path: str, width: int = -1, height: int = -1):
-        import av
-        self.path = path
-        self._decoded: Dict[int, Tuple[np.ndarray, float, float]] = {}
-        with av.open(path) as container:
-            if not container.streams.video:
-                raise RuntimeError('the container has no video stream')
-            stream = container.streams.video[0]
-            rate = stream.average_rate or stream.guessed_rate
-            self._fps = float(rate) if rate else float('nan')
-            n = int(stream.frames or 0)
-            if n <= 0:  # no frame count in the header: count the packets that carry data
-                n = sum(1 for packet in container.demux(stream) if packet.size)
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    def get_avg_fps(self) -> float:
-        return self._fps
-
-    def _decode(self, idx: Sequence[int]) -> None:
-        import av
-        wanted = {int(i) for i in idx} - set(self._decoded)
-        if not wanted:
-            return
-        last = max(wanted)
-        with av.open(self.path) as container:
-            stream = container.streams.video[0]
-            for i, frame in enumerate(container.decode(stream)):
-                if i in wanted:
-                    start = float(frame.pts * frame.time_base) if frame.pts is not None else float('nan')
-                    step = 1.0 / self._fps if self._fps > 0 else float('nan')
-                    self._decoded[i] = (frame.to_ndarray(format='rgb24'), start, start + step)
-                if i >= last:
-                    break
-        missing = sorted(wanted - set(self._decoded))
-        if missing:
-            raise RuntimeError(f'frames {missing[0]}..{missing[-1]} do not decode (the stream ends early)')
-
-    def get_batch(self, idx: Sequence[int]) -> _Frames:
-        self._decode(idx)
-        return _Frames(np.stack([self._decoded[int(i)][0] for i in idx]))
-
-    def get_frame_timestamp(self, idx: Sequence[int]) -> np.ndarray:
-        self._decode(idx)
-        return np.array([self._decoded[int(i)][1:] for i in idx], dtype=np.float64)
-
-
-def _open_reader(path: str, **kwargs):
-    """Open one reader (decord on CPU with one thread, else PyAV). A single place, so tests can count openings."""
-    decord = _decord()
-    if decord is None:
-        return _PyAVReader(path, **kwargs)
-    return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **kwargs)
-
-
-def _batch(path: str, vr, idx: np.ndarray):
-    """``vr.get_batch`` as uint8 ``(T, H, W, 3)``; returns ``(frames, reader)``.
-
-    decord 0.6 fails on some frame widths (e.g. 48 px) with "DECORDArrayCopyFromTo: The size must exactly match"
-    (its row padding); such files are decoded through decord's scaler at a width rounded up to 32 pixels and resized
-    back to the native size.
-    """
-    try:
-        return _get_batch(vr, idx), vr
-    except Exception as e:
-        if 'DECORDArrayCopyFromTo' not in str(e):
-            raise
-    import av
-    with av.open(path) as c:
-        h, w = c.streams.video[0].height, c.streams.video[0].width
-    vr = _open_reader(path, width=-(-w // 32) * 32, height=h)
-    arr = _get_batch(vr, idx)
-    return resize_frames(torch.from_numpy(arr), (h, w)).numpy(), vr
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f'{type(e).__name__}: {text[-1][:200] if text else ""}'
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise VideoMemoryError(f'{what} needs about {nbytes / 2 ** 30:.3g} GiB of memory for the decoded frames, more '
+                               f'than the {avail / 2 ** 30:.3g} GiB available; {fix}')
 
 
 @dataclass(frozen=True)
@@ -221,15 +132,19 @@ class FrameSampling:
         return asdict(self)
 
     def indices(self, num_total: int, avg_fps: float, start: Optional[float] = None, end: Optional[float] = None,
-                generator: Optional[np.random.Generator] = None) -> np.ndarray:
+                generator: Optional[np.random.Generator] = None,
+                timestamps: Optional[Sequence[float]] = None) -> np.ndarray:
         """Frame indices to read.
 
         Args:
             num_total: frames in the video.
             avg_fps: its average frame rate (frames per second).
-            start: window start in seconds (``None``: the first frame).
-            end: window end in seconds (``None``: the last frame).
+            start: window start in seconds (``None``: the first frame): the frame nearest to it.
+            end: window end in seconds (``None``: the last frame): the frame nearest to it.
             generator: random source for ``random=True`` (``None``: a fresh unseeded one).
+            timestamps: the frames' presentation times in seconds from the first frame (``(num_total,)``,
+                increasing); seconds then map to frames by them, so windows and ``fps`` sampling are right on
+                variable-frame-rate clips. ``None``: ``index / avg_fps``.
 
         Returns:
             int64 array ``(T,)`` of indices in ``[0, num_total)``, non-decreasing (repeats when the window is shorter
@@ -239,8 +154,20 @@ class FrameSampling:
             VideoReadError: (reason ``bad_window``) the window holds no frame.
         """
         max_frame = num_total - 1
-        lo = 0 if start is None else max(0, int(round(start * avg_fps)))
-        hi = max_frame if end is None else min(int(round(end * avg_fps)), max_frame)
+        times = None
+        if timestamps is not None:
+            times = np.asarray(timestamps, dtype=np.float64)[:num_total]
+            if len(times) != num_total:
+                raise ValueError(f'{len(times)} timestamps for {num_total} frames')
+            if np.allclose(times, np.arange(num_total) / avg_fps, rtol=0, atol=1e-3 / avg_fps):
+                times = None  # a constant frame rate: index / fps is the same, and keeps MVBench's rounding
+        if times is None:
+            lo = 0 if start is None else max(0, int(round(start * avg_fps)))
+            hi = max_frame if end is None else min(int(round(end * avg_fps)), max_frame)
+        else:
+            half = 0.5 / avg_fps
+            lo = 0 if start is None else (num_total if start > times[-1] + half else _nearest(times, start))
+            hi = max_frame if end is None else (-1 if end < -half else _nearest(times, end))
         if lo > hi:
             raise VideoReadError('', 'bad_window', f'window [{start}, {end}] s holds no frame of a video of '
                                  f'{num_total} frames at {avg_fps:.3f} fps')
@@ -262,25 +189,46 @@ class FrameSampling:
             room = max(0, count - span)
             off = int(rng.integers(0, room + 1)) if self.random else room // 2
             idx = lo + off + s * np.arange(n, dtype=np.int64)
-        else:
+        elif times is None:
             n = max(1, int(math.floor(count * float(self.fps) / avg_fps + 1e-6)))
             if self.num_frames is not None:
                 n = min(n, int(self.num_frames))
             step = count / n
             phase = rng.random(n) if self.random else np.full(n, 0.5)
             idx = lo + np.floor((np.arange(n) + phase) * step).astype(np.int64)
+        else:  # by time: the frame on screen at each segment midpoint of the window's seconds
+            span = float(times[hi] - times[lo]) + 1.0 / avg_fps
+            n = max(1, int(math.floor(span * float(self.fps) + 1e-6)))
+            if self.num_frames is not None:
+                n = min(n, int(self.num_frames))
+            phase = rng.random(n) if self.random else np.full(n, 0.5)
+            at = times[lo] + (np.arange(n) + phase) * (span / n)
+            idx = np.searchsorted(times, at + 1e-9, side='right').astype(np.int64) - 1
         return np.clip(idx, lo, hi).astype(np.int64)
+
+
+def _nearest(times: np.ndarray, t: float) -> int:
+    """Index of the frame whose time is nearest to ``t`` (the earlier one on a tie)."""
+    k = int(np.searchsorted(times, t))
+    if k <= 0:
+        return 0
+    if k >= len(times):
+        return len(times) - 1
+    return k - 1 if t - times[k - 1] <= times[k] - t else k
 
 
 @dataclass(frozen=True)
 class VideoInfo:
-    """What the container says about a video: ``num_frames``, ``fps`` (average), ``duration`` (seconds),
-    ``height`` and ``width`` (pixels)."""
+    """What a video holds: ``num_frames`` (frames in the stream), ``fps`` (average), ``duration`` (seconds),
+    ``height`` and ``width`` (pixels), ``codec``, and ``timestamps_ok`` (``False``: the stream's timestamps were
+    unusable and frame times are ``index / fps``)."""
     num_frames: int
     fps: float
     duration: float
     height: int
     width: int
+    codec: str = ''
+    timestamps_ok: bool = True
 
 
 @dataclass
@@ -289,13 +237,15 @@ class VideoClip:
 
     Attributes:
         frames: uint8 ``(T, H, W, 3)`` RGB.
-        indices: int64 ``(T,)`` frame indices in the file.
-        timestamps: float64 ``(T,)`` presentation times in seconds.
+        indices: int64 ``(T,)`` frame indices in the file (display order).
+        timestamps: float64 ``(T,)`` presentation times in seconds from the first frame (``index / fps`` when
+            ``timestamps_ok`` is ``False``).
         fps: the video's average frame rate.
-        num_frames: frames the header reports.
+        num_frames: frames in the stream.
         decodable_frames: for a truncated file read with ``on_truncated='clamp'``, the number of leading frames
-            the sampling was redone over (their read succeeded); else ``None``.
+            the sampling was done over (they decode); else ``None``.
         path: the file.
+        timestamps_ok: the timestamps are the stream's own.
     """
     frames: torch.Tensor
     indices: torch.Tensor
@@ -304,6 +254,7 @@ class VideoClip:
     num_frames: int
     decodable_frames: Optional[int] = None
     path: str = ''
+    timestamps_ok: bool = True
 
 
 def _check_file(path: str) -> None:
@@ -311,84 +262,32 @@ def _check_file(path: str) -> None:
         raise VideoReadError(path, 'missing', 'no such file')
 
 
-def _open(path: str):
-    _check_file(path)
-    try:
-        vr = _open_reader(path)
-        n = len(vr)
-        fps = float(vr.get_avg_fps())
-    except VideoReadError:
-        raise
-    except Exception as e:  # decord raises RuntimeError / DECORDError for anything it cannot parse
-        # decord indexes every packet on open: a demuxer failure there is a file cut (or damaged) mid-stream
-        reason = 'truncated' if 'av_read_frame failed' in str(e) else 'undecodable'
-        raise VideoReadError(path, reason, _one_line(e)) from None
-    if n <= 0:
-        raise VideoReadError(path, 'zero_frames', 'the container holds no video frame')
-    if not fps > 0 or not math.isfinite(fps):
-        raise VideoReadError(path, 'undecodable', f'no usable frame rate ({fps})')
-    return vr, n, fps
+def _decode(path: str, index, wanted: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The one place frames are decoded (tests count the calls): :func:`zoo.datasets.video_streams.read_frames`,
+    ``(sorted distinct indices, their frames)``."""
+    return read_frames(path, index, wanted)
 
 
 def probe_video(path: str, check_last: bool = True) -> VideoInfo:
-    """Open a video and read its header; with ``check_last`` also decode the first and last frame.
+    """Read what a video holds (its stream index, no decoding); with ``check_last`` also decode its first and last
+    frame.
 
     Raises:
-        VideoReadError: missing, undecodable, zero frames, or (``check_last``) a last frame that does not decode
-            (reason ``truncated``).
+        VideoReadError: missing, undecodable, zero frames, truncated (fewer frames than the header says, or with
+            ``check_last`` a first or last frame that does not decode).
     """
-    vr, n, fps = _open(path)
-    try:
-        first = _batch(path, vr, np.zeros(1, dtype=np.int64))[0].shape[1:]
-    except Exception as e:
-        raise VideoReadError(path, 'truncated', f'header says {n} frames, frame 0 does not decode '
-                             f'({_one_line(e)})') from None
-    if check_last and n > 1:
+    index = stream_index(path)
+    n = index.num_frames
+    if index.cut:
+        raise VideoReadError(path, 'truncated', index.cut)
+    if check_last:
         try:
-            _batch(path, vr, np.array([n - 1]))
-        except Exception as e:
-            raise VideoReadError(path, 'truncated', f'header says {n} frames, frame {n - 1} does not decode '
-                                 f'({_one_line(e)})') from None
-    del vr
-    return VideoInfo(num_frames=n, fps=fps, duration=n / fps, height=int(first[0]), width=int(first[1]))
-
-
-def _read_prefix(path: str, sampling: FrameSampling, n: int, fps: float, start: Optional[float],
-                 end: Optional[float], generator: Optional[np.random.Generator], first_error: Exception):
-    """Sample again over shorter and shorter leading parts of a truncated video until a read succeeds.
-
-    Decodability after a cut is not monotone in the frame index (frames depend on later ones), so every try is a
-    full batch read on a fresh reader. Returns ``(reader, indices, frames, decodable frames)``.
-    """
-    good = n
-    while good > 1:
-        good = good - 1 if good <= 8 else good * 3 // 4
-        try:
-            idx = sampling.indices(good, fps, start, end, generator)
-        except VideoReadError as e:
-            raise VideoReadError(path, 'truncated', f'{e.detail}, the header says {n} frames but only part of '
-                                 f'them decode ({_one_line(first_error)})') from None
-        vr = _open_reader(path)
-        try:
-            arr, vr = _batch(path, vr, idx)
-            return vr, idx, arr, good
-        except Exception:
-            del vr
-    raise VideoReadError(path, 'truncated', f'header says {n} frames, none decodes ({_one_line(first_error)})')
-
-
-def _get_batch(vr, idx: np.ndarray) -> np.ndarray:
-    return vr.get_batch(idx.tolist()).asnumpy()
-
-
-def _timestamps(vr, idx: np.ndarray, fps: float) -> np.ndarray:
-    try:
-        ts = np.asarray(vr.get_frame_timestamp(idx.tolist()), dtype=np.float64).reshape(len(idx), -1)[:, 0]
-        if np.all(np.isfinite(ts)):
-            return ts
-    except Exception:
-        pass
-    return idx.astype(np.float64) / fps
+            _decode(path, index, np.array(sorted({0, n - 1})))
+        except FramesNotDecodable as e:
+            raise VideoReadError(path, 'truncated', f'the stream holds {n} frames, frame {e.first} does not decode '
+                                 f'({e.detail})') from None
+    return VideoInfo(num_frames=n, fps=index.fps, duration=index.duration, height=index.height, width=index.width,
+                     codec=index.codec, timestamps_ok=index.timestamps_ok)
 
 
 def _parse_size(size: SizeLike) -> Optional[Tuple[str, Tuple[int, int]]]:
@@ -480,7 +379,8 @@ class FrameCache:
                 clip = VideoClip(frames=torch.from_numpy(z['frames'].copy()),
                                  indices=torch.from_numpy(z['indices'].copy()),
                                  timestamps=torch.from_numpy(z['timestamps'].copy()), fps=meta['fps'],
-                                 num_frames=meta['num_frames'], decodable_frames=meta['decodable_frames'], path=path)
+                                 num_frames=meta['num_frames'], decodable_frames=meta['decodable_frames'], path=path,
+                                 timestamps_ok=meta.get('timestamps_ok', True))
         except Exception as e:  # a damaged entry is a miss
             _logger.warning('frame cache entry %s unreadable (%s); decoding again', f, _one_line(e))
             self.misses += 1
@@ -492,7 +392,8 @@ class FrameCache:
         from zoo.datasets.files import write_atomic
         f = self._file(key)
         os.makedirs(os.path.dirname(f), exist_ok=True)
-        meta = json.dumps(dict(fps=clip.fps, num_frames=clip.num_frames, decodable_frames=clip.decodable_frames))
+        meta = json.dumps(dict(fps=clip.fps, num_frames=clip.num_frames, decodable_frames=clip.decodable_frames,
+                               timestamps_ok=clip.timestamps_ok))
 
         def write(tmp: str) -> None:
             with open(tmp, 'wb') as fh:
@@ -507,22 +408,23 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
     """Read the sampled frames of one video.
 
     Args:
-        path: video file (any container/codec FFmpeg in decord reads).
+        path: video file (any container / codec FFmpeg reads).
         sampling: which frames.
         start: window start in seconds (``None``: beginning).
         end: window end in seconds (``None``: end).
         size: see :func:`resize_frames` (``None``: native size).
         generator: random source for ``sampling.random``.
         cache: reuse / store decoded frames (skipped for random sampling).
-        on_truncated: ``'error'`` raises :class:`VideoReadError` (reason ``truncated``) when frames the header
-            promises do not decode; ``'clamp'`` samples again over the decodable prefix and sets
-            ``decodable_frames``.
+        on_truncated: ``'error'`` raises :class:`VideoReadError` (reason ``truncated``) for a file with fewer frames
+            than its header says or with frames that do not decode; ``'clamp'`` samples over the frames that decode
+            and sets ``decodable_frames``.
 
     Returns:
         :class:`VideoClip` with uint8 frames ``(T, H, W, 3)``.
 
     Raises:
         VideoReadError: the video cannot be used (see its ``reason``).
+        VideoMemoryError: the decoded frames would not fit in the available memory (estimated before decoding).
         ValueError: bad ``size`` or ``on_truncated``.
     """
     if on_truncated not in ('error', 'clamp'):
@@ -535,28 +437,53 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
         hit = cache.get(key, path)
         if hit is not None:
             return hit
-    vr, n, fps = _open(path)
-    try:
+    index = stream_index(path)
+    n, fps = index.num_frames, index.fps
+    if index.cut and on_truncated == 'error':
+        raise VideoReadError(path, 'truncated', f"{index.cut} (cut short; on_truncated='clamp' reads the frames that "
+                             'decode)')
+
+    def sample(total: int) -> np.ndarray:
         try:
-            idx = sampling.indices(n, fps, start, end, generator)
+            return sampling.indices(total, fps, start, end, generator, timestamps=index.times[:total])
         except VideoReadError as e:
             raise VideoReadError(path, e.reason, e.detail) from None
-        decodable = None
+
+    idx = sample(n)
+    decodable = n if index.cut else None
+    try:
+        got = _read_checked(path, index, idx, size)
+    except FramesNotDecodable as e:  # the index promised frames that do not decode: the data is cut or damaged
+        if on_truncated == 'error':
+            raise VideoReadError(path, 'truncated', f'the stream holds {n} frames, frame {e.first} does not decode '
+                                 f"({e.detail}; on_truncated='clamp' reads the frames that decode)") from None
+        decodable = count_decodable(path, index)
+        if decodable < 1:
+            raise VideoReadError(path, 'truncated', f'the stream holds {n} frames, none decodes ({e.detail})') \
+                from None
+        idx = sample(decodable)
         try:
-            arr, vr = _batch(path, vr, idx)
-        except Exception as e:  # the index promised frames that do not decode: the data is cut or damaged
-            vr = None
-            if on_truncated == 'error':
-                raise VideoReadError(path, 'truncated', f'header says {n} frames, reading frames '
-                                     f'{idx.min()}..{idx.max()} failed ({_one_line(e)})') from None
-            vr, idx, arr, decodable = _read_prefix(path, sampling, n, fps, start, end, generator, e)
-        ts = _timestamps(vr, idx, fps)
-    finally:
-        del vr
+            got = _read_checked(path, index, idx, size)
+        except FramesNotDecodable as e2:
+            raise VideoReadError(path, 'truncated', f'{decodable} of {n} frames decode in order, but frame '
+                                 f'{e2.first} does not after a seek ({e2.detail})') from None
+    unique, arr = got
     frames = resize_frames(torch.from_numpy(arr), size)
-    clip = VideoClip(frames=frames, indices=torch.from_numpy(idx), timestamps=torch.from_numpy(ts), fps=fps,
-                     num_frames=n, decodable_frames=decodable, path=path)
+    if len(unique) != len(idx) or np.any(unique != idx):
+        frames = frames[torch.from_numpy(np.searchsorted(unique, idx))]
+    clip = VideoClip(frames=frames, indices=torch.from_numpy(idx), timestamps=torch.from_numpy(index.times[idx]),
+                     fps=fps, num_frames=n, decodable_frames=decodable, path=path, timestamps_ok=index.timestamps_ok)
     if key is not None:
         cache.put(key, clip)
     return clip
 
+
+def _read_checked(path: str, index, idx: np.ndarray, size: SizeLike) -> Tuple[np.ndarray, np.ndarray]:
+    """Decode the distinct frames of ``idx`` after checking that they, and the clip made of them, fit in memory."""
+    unique = np.unique(idx)
+    out = _parse_size(size)
+    h, w = out[1] if out is not None else (index.height, index.width)
+    native = len(unique) * index.height * index.width * 3
+    check_memory(native + len(idx) * h * w * 3, f'reading {len(idx)} frames ({len(unique)} distinct) of '
+                 f'{index.height}x{index.width} px from {path}', 'ask for fewer frames or a smaller size')
+    return _decode(path, index, unique)
