@@ -14,30 +14,92 @@ from .videoqa import LETTERS, format_question
 
 __all__ = ['parse_choice', 'fallback_choice', 'generate_answers']
 
-_LEAD = re.compile(r'^\W*([a-z]|\d+)(?:\W|$)', re.IGNORECASE)
-_PAREN = re.compile(r'\(([a-z])\)', re.IGNORECASE)
+_PUNCT = ' \t.,;:!?"\'`*()[]{}<>'
+#: "answer" / "option" / "choice" and what links it to the letter: "the answer is", "Answer:", "option", ...
+_CUE = r'\b(?i:answer|option|choice)\b(?:\s+(?i:is|would\s+be|should\s+be|will\s+be))?\s*[:=\-]?\s*'
+#: after a cue: any letter before punctuation or the end ("answer: d", "the answer is d."), or a capital letter
+#: before a space ("Answer: B because ..."; a capital mid-sentence is no article)
+_AFTER_CUE = re.compile(_CUE + r'[(\[]?(?:([A-Za-z])(?=\s*(?:$|[.)\]:;,!?]))|([A-Z])(?=\s))')
+_PAREN = re.compile(r'[(\[]([A-Za-z])[)\]]')
+_ALONE = re.compile(r'^\W*([A-Za-z])\W*$')
+#: at the start: a letter closed by punctuation ("B.", "b)", "C:", "(d) blue") ...
+_LEAD_CLOSED = re.compile(r'^\W*?[(\[]?([A-Za-z])(?:[.):\]]|\s*[-–]\s)')
+#: ... or followed by a space and more words ("B red", "c is the one")
+_LEAD_WORD = re.compile(r'^\W*([A-Za-z])\s+(\S.*)$')
+_INDEX = re.compile(r'^\W*(\d+)\W*$')
+
+
+def _norm(text: Any) -> str:
+    return ' '.join(str(text).split()).strip(_PUNCT).lower()
+
+
+def _letter(tok: str, n: int) -> Optional[int]:
+    k = LETTERS.index(tok.upper())
+    return k if k < n else None
 
 
 def parse_choice(text: str, options: Sequence[str]) -> Optional[int]:
-    """The option a generated answer names, or ``None``.
+    """The option a generated answer names, or ``None`` when it names none (or several).
 
-    Read in order: a leading option letter (``"B"``, ``"(b)"``, ``"b. red"``; the tokenizer lower-cases), a
-    leading 0-based option index (``"2"``), a letter in parentheses anywhere (``"the answer is (c)"``), the exact
-    text of one option (case-insensitive). Letters or indices beyond the options do not count.
+    Read in the order a person reads an answer (``tests/test_answers.py`` holds a table of real-style outputs):
+
+    1. the exact text of one option, case and surrounding punctuation aside, also after a cue ("the answer is
+       red."): numbers included, so with options ``1 2 3 4`` the answer ``"2"`` is the option ``2``;
+    2. a letter that can only be a letter: alone (``"B"``, ``"(c)"``, ``"d."``), after a cue (``"answer: d"``,
+       ``"the answer is d."``, ``"Answer: B because ..."``), in parentheses anywhere (``"it is (c)"``; several
+       different ones are ambiguous), or at the start, closed by punctuation (``"b. red"``, ``"C) blue"``) or followed
+       by words (``"B red"``), except the article ``a`` and the pronoun ``I`` there, which count only when the words
+       are that option's text (``"A red"`` with option A ``red``). Letters beyond the options do not count;
+    3. a whole-number answer as a 0-based option index (``"2"`` with options ``red green blue`` is ``blue``);
+    4. the text of exactly one option inside the answer as whole words (``"I see a red circle"`` is ``red``; when
+       several options occur, those contained in a longer one that occurs are dropped).
+
+    Args:
+        text: the generated answer.
+        options: the option texts, in letter order.
+
+    Returns:
+        The 0-based option index, or ``None``.
     """
     s = ' '.join(str(text).split())
     n = len(options)
-    m = _LEAD.match(s)
-    if m:
-        tok = m.group(1)
-        k = int(tok) if tok.isdigit() else LETTERS.index(tok.upper())
-        if k < n:
+    opts = [_norm(o) for o in options]
+
+    def exact(body: str) -> Optional[int]:
+        hits = [i for i, o in enumerate(opts) if o and o == _norm(body)]
+        return hits[0] if len(hits) == 1 else None
+
+    bodies = [s] + [s[m.end():] for m in re.finditer(_CUE, s)]
+    for body in bodies:
+        k = exact(body)
+        if k is not None:
             return k
-    m = _PAREN.search(s)
-    if m and LETTERS.index(m.group(1).upper()) < n:
-        return LETTERS.index(m.group(1).upper())
-    low = s.lower().strip(' .')
-    hits = [i for i, o in enumerate(options) if ' '.join(str(o).split()).lower().strip(' .') == low]
+    m = _ALONE.match(s)
+    if m:
+        return _letter(m.group(1), n)
+    m = _AFTER_CUE.search(s)
+    if m:
+        return _letter(m.group(1) or m.group(2), n)
+    found = {_letter(t, n) for t in _PAREN.findall(s)}
+    if len(found) == 1:
+        return found.pop()
+    if len(found) > 1:
+        return None
+    m = _LEAD_CLOSED.match(s)
+    if m:
+        return _letter(m.group(1), n)
+    m = _LEAD_WORD.match(s)
+    if m:
+        k = _letter(m.group(1), n)
+        if k is not None and (m.group(1).lower() not in 'ai' or exact(m.group(2)) == k):
+            return k
+    m = _INDEX.match(s)
+    if m:
+        k = int(m.group(1))
+        return k if k < n else None
+    low = ' ' + re.sub(r'[^\w]+', ' ', s.lower()) + ' '
+    hits = [i for i, o in enumerate(opts) if o and ' ' + re.sub(r'[^\w]+', ' ', o).strip() + ' ' in low]
+    hits = [i for i in hits if not any(j != i and opts[i] in opts[j] for j in hits)]
     return hits[0] if len(hits) == 1 else None
 
 
