@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from zoo.errors import ZooError
-from .video_streams import (COUNTS, FramesNotDecodable, VideoReadError, _one_line, count_decodable, read_frames,
-                            stream_index, video_backend)
+from .video_streams import (COUNTS, FramesNotDecodable, VideoReadError, _one_line, count_decodable, known_decodable,
+                            read_frames, stream_index, video_backend)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -356,7 +356,8 @@ class FrameCache:
     def key(self, path: str, size: SizeLike, sampling: FrameSampling, start: Optional[float], end: Optional[float],
             on_truncated: str) -> str:
         st = os.stat(path)
-        spec = dict(path=os.path.realpath(path), bytes=st.st_size, mtime_ns=st.st_mtime_ns,
+        # version 2: exact frames and true timestamps (entries of version 1 may hold other frames than indexed)
+        spec = dict(version=2, path=os.path.realpath(path), bytes=st.st_size, mtime_ns=st.st_mtime_ns,
                     size=None if size is None else (size if isinstance(size, int) else list(size)),
                     sampling=sampling.key(), start=start, end=end, on_truncated=on_truncated)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
@@ -449,8 +450,12 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
         except VideoReadError as e:
             raise VideoReadError(path, e.reason, e.detail) from None
 
-    idx = sample(n)
-    decodable = n if index.cut else None
+    decodable = None
+    if on_truncated == 'clamp':
+        decodable = count_decodable(path, index) if index.cut else known_decodable(index)
+        if decodable is not None and decodable < 1:
+            raise VideoReadError(path, 'truncated', f'{index.cut or "the stream is damaged"}; no frame decodes')
+    idx = sample(decodable or n)
     try:
         got = _read_checked(path, index, idx, size)
     except FramesNotDecodable as e:  # the index promised frames that do not decode: the data is cut or damaged

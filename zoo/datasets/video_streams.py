@@ -49,6 +49,7 @@ import numpy as np
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['VideoReadError', 'StreamIndex', 'stream_index', 'decode_exact', 'read_frames', 'count_decodable',
+           'known_decodable', 'index_cache_dir',
            'video_backend', 'verdict', 'COUNTS', 'FramesNotDecodable']
 
 #: Events counted in this process: ``timestamps_replaced`` (files whose timestamps were unusable),
@@ -61,6 +62,7 @@ _INDEX_CACHE_SIZE = 1024
 _VERDICTS: Dict[Tuple, str] = {}
 _WARNED: set = set()
 _NO_SEEK: set = set()  # files where seeking by timestamp proved unreliable
+_DECODABLE: Dict[Tuple, int] = {}  # file -> leading frames that decode (cut or damaged files)
 _REFERENCE: Dict[Tuple, object] = {}  # file -> {check frame: exact pixels}, or why there are none
 _STDERR_LOCK = threading.Lock()
 
@@ -188,9 +190,9 @@ def _check_timestamps(pts: List[Optional[int]], time_base: Fraction, rate: float
         missing = sum(p is None for p in pts)
         return None, f'{missing} of {n} frames carry no presentation timestamp'
     arr = np.sort(np.asarray(pts, dtype=np.int64))
-    if n > 1 and np.any(np.diff(arr) <= 0):
+    if n > 1 and not np.all(arr[1:] > arr[:-1]):
         return None, 'presentation timestamps repeat'
-    span = float((arr[-1] - arr[0]) * time_base) if n > 1 else 0.0
+    span = float((int(arr[-1]) - int(arr[0])) * time_base) if n > 1 else 0.0
     if not math.isfinite(span):
         return None, 'presentation timestamps are not finite'
     if n > 1 and rate > 0:
@@ -236,7 +238,7 @@ def _build_index(path: str, key: Tuple, reference: bool) -> StreamIndex:
         arr, problem = _check_timestamps(pts, time_base, header_rate)
         fps = header_rate
         if arr is not None and n > 1:
-            ts_rate = (n - 1) / float((arr[-1] - arr[0]) * time_base)
+            ts_rate = (n - 1) / float((int(arr[-1]) - int(arr[0])) * time_base)
             if not (header_rate > 0 and math.isfinite(header_rate)) or abs(header_rate / ts_rate - 1) > 0.01:
                 fps = ts_rate  # variable frame rate (or no stated rate): the timestamps' average
         if not (fps > 0 and math.isfinite(fps)):
@@ -525,7 +527,11 @@ def decode_exact(path: str, index: StreamIndex, wanted: Sequence[int]) -> np.nda
 
 
 def count_decodable(path: str, index: StreamIndex) -> int:
-    """How many leading frames (display order) decode: decodes the whole stream without converting pixels."""
+    """How many leading frames (display order) decode: the whole stream is decoded once per file in this process,
+    without converting pixels (only files found cut or damaged get here)."""
+    key = index.key or _file_key(path)
+    if key in _DECODABLE:
+        return _DECODABLE[key]
     n = 0
     with _open_container(path) as container:
         stream = container.streams.video[0]
@@ -534,7 +540,13 @@ def count_decodable(path: str, index: StreamIndex) -> int:
                 pass
         except Exception:
             pass
-    return min(n, index.num_frames)
+    _DECODABLE[key] = min(n, index.num_frames)
+    return _DECODABLE[key]
+
+
+def known_decodable(index: StreamIndex) -> Optional[int]:
+    """The decodable frame count found earlier in this process by :func:`count_decodable`, else ``None``."""
+    return _DECODABLE.get(index.key)
 
 
 # ---- decord, verified once per file -------------------------------------------------------------------------------
