@@ -28,8 +28,8 @@ def _pe(kind: str, grid=(4, 4), heads: int = 2, dim: int = 64, npt: int = 1, **k
 def test_the_options_name_their_takers():
     assert set(takers('p_rope')) == set(P_ROPE)
     assert set(takers('random_positions')) == set(RANDOM)
-    for kind, opt in [('ape', dict(p_rope=0.5)), ('comrope', dict(p_rope=0.5)), ('irpe', dict(random_positions='subset')),
-                      ('peg', dict(random_positions='cape')), ('alibi', dict(p_rope=0.5))]:
+    for kind, opt in [('ape', dict(p_rope=0.5)), ('comrope', dict(p_rope=0.5)), ('alibi', dict(p_rope=0.5)),
+                      ('irpe', dict(random_positions='subset')), ('peg', dict(random_positions='cape'))]:
         with pytest.raises(ValueError) as err:
             _pe(kind, **opt)
         msg = str(err.value)
@@ -158,7 +158,8 @@ def test_random_positions_only_in_training_and_per_sample(kind, mode):
         pe.train()
         drawn = _outputs(pe, pos, x)
         again = _outputs(pe, pos, x)
-    changed = [t for t, p in zip(drawn, _outputs(plain, pos, x)) if t.shape[0] == 3 and not torch.equal(t, p.expand_as(t))]
+    changed = [t for t, p in zip(drawn, _outputs(plain, pos, x))
+               if t.shape[0] == 3 and not torch.equal(t, p.expand_as(t))]
     assert changed, f'{kind}: training draws changed nothing'
     t = changed[-1]
     assert not torch.equal(t[0], t[1]), f'{kind}: the samples share one draw'

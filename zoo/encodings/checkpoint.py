@@ -28,7 +28,8 @@ CHECKPOINT_LAYOUTS = {
                        "'vision_model.encoder.layers.N.self_attn.{freqs,multiplier}', "
                        "'vision_model.embeddings.position_embedding'",
     'vjepa2': "V-JEPA 2 video encoder: an optional 'pos_embed' (its fixed 3D sin-cos table, or a learned one)",
-    'kerple': "official KERPLE (ParallelKerpleLog / ParallelKerplePower): per-head 'bias_p', 'bias_a' of shape (H, 1, 1)",
+    'kerple': "official KERPLE (ParallelKerpleLog / ParallelKerplePower): per-head 'bias_p', 'bias_a', each "
+              "(H, 1, 1)",
 }
 
 

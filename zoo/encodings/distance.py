@@ -386,7 +386,8 @@ class _Kerple(DistanceBias):
 
     def reset_parameters(self) -> None:
         """The official initialisation draws ``p ~ U(0, 2)`` and ``a ~ U(0, 1)`` per head; here the midpoints of
-        ``H`` equal bins of those ranges (``p`` rising, ``a`` falling over the heads): the same spread, deterministic."""
+        ``H`` equal bins of those ranges (``p`` rising, ``a`` falling over the heads): the same spread,
+        deterministic."""
         with torch.no_grad():
             self.bias_p.copy_(_spread(self.bias_p.numel(), 0.0, 2.0))
             self.bias_a.copy_(_spread(self.bias_a.numel(), 0.0, 1.0, reverse=True))

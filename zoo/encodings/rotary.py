@@ -284,12 +284,9 @@ class RoPEMixed(PosEncoding):
         tubelets: ``(depth, num_heads, N, head_dim // 2)`` for ``(N,)`` coordinates, ``(B, depth, num_heads, N,
         head_dim // 2)`` for per-sample ``(B, N)`` ones; ``factors``: the grid's extrapolation factors."""
         freqs = self.scaled_freqs(factors) if factors is not None else self.masked_freqs()
-        def along(c: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-            return c.float()[..., None, None, :, None] * f.unsqueeze(-2)
-        out = along(x, freqs[0]) + along(y, freqs[1])
-        if self.video:
-            out = out + along(t, freqs[2])
-        return out
+        coords = [x, y, t] if self.video else [x, y]
+        # (..., N) coordinates against (depth, heads, n) frequencies: (..., depth, heads, N, n)
+        return sum(c.float()[..., None, None, :, None] * f.unsqueeze(-2) for c, f in zip(coords, freqs))
 
     def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device,
                coords: Optional[torch.Tensor] = None) -> List[RotaryTerm]:
