@@ -370,3 +370,137 @@ def test_cli_make_videos_and_videoqa(tmp_path, clips_dir, capsys):
                  '--size', '16', '--tasks', 'counting', 'vniah', '--niah-lengths', '4', '--niah-depths', '0.5',
                  '--niah-per-cell', '1', '--clips-dir', clips_dir]) == 0
     assert sorted(p.name for p in (tmp_path / 'q' / 'json').iterdir()) == ['counting.json', 'vniah.json']
+
+
+# ---- counts that miss nothing, classes that are classes (issue 20, item 5), symlinks (item 6) --------------------
+
+def _two_class_videos(root, per_class=3, size=16):
+    for cls in ('a_cls', 'b_cls'):
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class):
+            write_mp4(str(root / cls / f'v{i}.mp4'), _pattern(8, size), fps=8)
+
+
+@pytest.mark.parametrize('batch_size', [2, 3, 4])
+def test_drop_last_still_counts_every_unreadable_file(tmp_path, batch_size):
+    """Regression: with drop_last, a zero-byte clip that falls in the left-over part of an epoch was never read, so
+    "unreadable train" under-counted. Now it is counted every epoch whatever the batch size, and no partial batch
+    trains."""
+    from torch.utils.data import RandomSampler
+    from zoo.datasets.splits import make_loader
+    root = tmp_path / 'train'
+    _two_class_videos(root)
+    (root / 'b_cls' / 'zz_empty.mp4').write_bytes(b'')  # sorts last: the tail of a sequential epoch
+    ds = SafeVideoFolder(str(root), sampling=FrameSampling('uniform', 4), size=16)
+    assert len(ds) == 7
+    for loader in (make_loader(ds, batch_size, 0, False, drop_last=True, collate_fn=collate_video_skip_bad),
+                   make_loader(ds, batch_size, 0, False, sampler=RandomSampler(ds, generator=torch.Generator()
+                                                                               .manual_seed(3)),
+                               drop_last=True, collate_fn=collate_video_skip_bad)):
+        assert len(loader) == 7 // batch_size
+        for _ in range(3):  # epochs
+            bad = trained = 0
+            for clips, targets, bad_b, _ in loader:
+                bad += len(bad_b)
+                trained += len(targets)
+            assert bad == 1
+            assert trained in (7 // batch_size * batch_size, 7 // batch_size * batch_size - 1)
+
+
+def test_drop_last_tail_of_image_folders(tmp_path):
+    from PIL import Image
+    from zoo.datasets import SafeImageFolder
+    from zoo.datasets.splits import make_loader
+    for cls in ('a', 'b'):
+        (tmp_path / cls).mkdir()
+        for i in range(2):
+            Image.new('RGB', (8, 8), (10 * i, 0, 0)).save(tmp_path / cls / f'{i}.png')
+    (tmp_path / 'b' / 'z_broken.png').write_bytes(b'not a png')
+    import torchvision.transforms as T
+    ds = SafeImageFolder(str(tmp_path), transform=T.ToTensor())
+    images, targets, bad = next(iter(make_loader(ds, 4, 0, False, drop_last=True)))
+    assert images.shape[0] == 4 and len(bad) == 1 and bad[0].path.endswith('z_broken.png')
+
+
+def test_files_that_are_not_videos_are_listed_once_per_split(tmp_path, caplog):
+    """Regression: a .txt file in a class folder was skipped without a word."""
+    root = tmp_path / 'val'
+    _two_class_videos(root, per_class=1)
+    (root / 'a_cls' / 'notes.txt').write_text('x')
+    (root / 'b_cls' / 'frames.jpg').write_bytes(b'x')
+    (root / 'b_cls' / '.DS_Store').write_bytes(b'x')
+    with caplog.at_level(logging.WARNING, logger='zoo.datasets'):
+        ds = SafeVideoFolder(str(root))
+    assert ds.other_files == ['a_cls/notes.txt', 'b_cls/frames.jpg']
+    lines = [r.getMessage() for r in caplog.records if 'not videos' in r.getMessage()]
+    assert len(lines) == 1 and 'notes.txt' in lines[0] and 'frames.jpg' in lines[0] and '.mp4' in lines[0]
+
+
+def test_hidden_folders_are_never_classes(tmp_path):
+    """Regression: a hidden folder inside a split (notebook checkpoints, thumbnail caches) was taken as a class and
+    aborted the run (it holds no video / image of its own), or added its copies as samples."""
+    from PIL import Image
+    from zoo.datasets import SafeImageFolder
+    from zoo.datasets.splits import open_folder
+    root = tmp_path / 'train'
+    _two_class_videos(root, per_class=1)
+    (root / '.ipynb_checkpoints').mkdir()
+    (root / '.thumbnails').mkdir()
+    write_mp4(str(root / '.thumbnails' / 't.mp4'), _pattern(8), fps=8)
+    (root / 'a_cls' / '.ipynb_checkpoints').mkdir()
+    write_mp4(str(root / 'a_cls' / '.ipynb_checkpoints' / 'v0-checkpoint.mp4'), _pattern(8), fps=8)
+    ds = SafeVideoFolder(str(root))
+    assert ds.classes == ['a_cls', 'b_cls'] and len(ds) == 2
+    images = tmp_path / 'images'
+    for cls in ('cat', 'dog'):
+        (images / cls).mkdir(parents=True)
+        Image.new('RGB', (8, 8)).save(images / cls / '0.png')
+    (images / '.ipynb_checkpoints').mkdir()
+    assert open_folder(str(images), str(images)).classes == ['cat', 'dog']
+    assert SafeImageFolder(str(images)).classes == ['cat', 'dog']
+
+
+def test_one_class_is_an_error_naming_the_fix(tmp_path):
+    """Regression: a one-class dataset trained to a meaningless 100 % without a warning."""
+    root = tmp_path / 'train'
+    (root / 'only').mkdir(parents=True)
+    write_mp4(str(root / 'only' / 'v.mp4'), _pattern(8), fps=8)
+    with pytest.raises(ValueError) as e:
+        SafeVideoFolder(str(root))
+    assert "one class only ('only')" in str(e.value) and 'add a folder per class' in str(e.value)
+
+
+def test_a_data_dir_that_is_a_file_says_so(tmp_path):
+    from zoo.datasets.folder import evaluation_root, find_split
+    f = tmp_path / 'data.mp4'
+    f.write_bytes(b'x')
+    for call in (lambda: find_split(str(f), ['train'], 'training', 'video'), lambda: evaluation_root(str(f)),
+                 lambda: SafeVideoFolder(str(f))):
+        with pytest.raises(NotADirectoryError, match='is a file, not a folder'):
+            call()
+    with pytest.raises(FileNotFoundError) as e:
+        find_split(str(tmp_path), ['train'], 'training', 'video')
+    assert '<class>/<video>' in str(e.value) and 'image' not in str(e.value).lower()
+
+
+def test_symlinks_are_followed_into_allowed_roots_only(tmp_path, caplog):
+    """Regression (item 6): symlinked folders were skipped with a message naming neither the link nor a fix. Links
+    into the data root are followed; links elsewhere only into an --allow-root folder; the message names the link,
+    its target and the option."""
+    data = tmp_path / 'data'
+    _two_class_videos(data / 'val', per_class=1)
+    inside = data / 'pool' / 'c_cls'
+    inside.mkdir(parents=True)
+    write_mp4(str(inside / 'p.mp4'), _pattern(8), fps=8)
+    os.symlink(inside, data / 'val' / 'c_cls')  # a link inside the data root: followed
+    store = tmp_path / 'store'
+    (store / 'd_cls').mkdir(parents=True)
+    write_mp4(str(store / 'd_cls' / 's.mp4'), _pattern(8), fps=8)
+    os.symlink(store / 'd_cls', data / 'val' / 'd_cls')
+    with caplog.at_level(logging.WARNING, logger='zoo.datasets'):
+        ds = SafeVideoFolder(str(data / 'val'), data_root=str(data))
+    assert ds.classes == ['a_cls', 'b_cls', 'c_cls'] and len(ds) == 3
+    msg = ' '.join(r.getMessage() for r in caplog.records)
+    assert f'{data}/val/d_cls -> {store}/d_cls' in msg and f'--allow-root {store}/d_cls' in msg
+    ds = SafeVideoFolder(str(data / 'val'), data_root=str(data), allow_roots=[str(store)])
+    assert ds.classes == ['a_cls', 'b_cls', 'c_cls', 'd_cls'] and not ds.outside

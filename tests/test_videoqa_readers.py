@@ -192,3 +192,30 @@ def test_egoschema_json(tmp_path):
     os.remove(root / 'subset_answers.json')
     with pytest.raises(BenchmarkFormatError, match='subset_answers.json'):
         load_benchmark('egoschema', str(root))
+
+
+def test_symlinked_video_folder_needs_allow_root_and_says_so(tmp_path):
+    """Regression (issue 20, item 6): a benchmark whose video folder is a symlink (a common set-up) dropped every row
+    as outside_root, and the final error named neither the symlink nor a fix."""
+    store = tmp_path / 'store' / 'videos'
+    _videos(str(store), ['g.mp4', 'c.mp4', 't.mp4'])
+    root = tmp_path / 'mv'
+    (root / 'json').mkdir(parents=True)
+    os.symlink(store, root / 'video')
+    q = dict(question='q?', candidates=['x', 'y'], answer='y')
+    (root / 'json' / 'task_a.json').write_text(json.dumps([dict(q, video='g.mp4'), dict(q, video='g.mp4')]))
+    recs, rep = load_benchmark('mvbench', str(root))
+    assert not recs and rep.skipped == {'outside_root': 2}
+    hint = rep.hint()
+    assert f'{root}/video -> {store}' in hint and f'--allow-root {store}' in hint
+    recs, rep = load_benchmark('mvbench', str(root), allow_roots=[str(store)])
+    assert len(recs) == 2 and not rep.skipped and recs[0].video.startswith(str(root))
+
+
+def test_data_root_that_is_a_file_and_options_a_reader_lacks(tmp_path):
+    f = tmp_path / 'root.json'
+    f.write_text('[]')
+    with pytest.raises(NotADirectoryError, match='is a file, not a folder'):
+        load_benchmark('mvbench', str(f))
+    with pytest.raises(ValueError, match='mvbench takes no split option'):
+        load_benchmark('mvbench', str(tmp_path), split='test')

@@ -21,7 +21,7 @@ from torch.utils.data import default_collate
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from .folder import BadSample, SafeFolderMixin, evaluation_root, find_split, split_bad
+from .folder import BadSample, CheckOnly, SafeFolderMixin, Unused, evaluation_root, find_split, split_bad
 
 __all__ = ['BadSample', 'SafeImageFolder', 'collate_skip_bad', 'find_split', 'open_image_folder']
 
@@ -40,29 +40,36 @@ class SafeImageFolder(SafeFolderMixin, ImageFolder):
         transform: applied to the RGB PIL image (e.g. a timm ``create_transform`` pipeline).
         max_per_class: keep only the first N images (sorted file order) of each class; ``None`` keeps all.
         data_root: files whose real path is outside this folder (default: ``root``) are skipped, not read.
+        allow_roots: more folders symlinks inside the data root may lead into (``--allow-root``).
 
     Attributes:
-        outside: paths of the class folders and files skipped because they resolve outside ``data_root``.
+        outside: paths of the class folders and files skipped because they resolve outside the allowed roots.
+        other_files: files of the class folders that are not images (listed once in the log).
 
     Raises:
         FileNotFoundError: ``root`` is missing, has no class folders, or holds no image files.
-        ValueError: ``root`` itself resolves outside ``data_root``.
+        NotADirectoryError: ``root`` is a file.
+        ValueError: ``root`` itself resolves outside the allowed roots, or holds a single class.
     """
 
     kind = 'image'
 
     def __init__(self, root: str, transform: Optional[Callable] = None, max_per_class: Optional[int] = None,
-                 data_root: Optional[str] = None):
-        self._check_root(root, data_root)
+                 data_root: Optional[str] = None, allow_roots: Sequence[str] = ()):
+        self._check_root(root, data_root, allow_roots)
         self._read_samples(root, max_per_class, IMG_EXTENSIONS, transform=transform, loader=_load_rgb)
         self.imgs = self.samples
 
     def __getitem__(self, index: int) -> Any:
+        """``(image, target)``, a :class:`BadSample` for an unreadable file, or an :class:`Unused` marker for a
+        readable one asked for as a :class:`CheckOnly` index."""
         path, target = self.samples[index]
         try:
             img = self.loader(path)
         except (OSError, ValueError, Image.DecompressionBombError, SyntaxError) as e:
             return BadSample(path, f'{type(e).__name__}: {e}'.splitlines()[0])
+        if isinstance(index, CheckOnly):
+            return Unused(path)
         if self.transform is not None:
             img = self.transform(img)
         return img, target
@@ -83,12 +90,14 @@ def collate_skip_bad(batch: Sequence[Any]) -> Tuple[torch.Tensor, torch.Tensor, 
 
 
 def open_image_folder(data_dir: str, split: Optional[str] = None, transform: Optional[Callable] = None,
-                      max_per_class: Optional[int] = None) -> SafeImageFolder:
+                      max_per_class: Optional[int] = None, allow_roots: Sequence[str] = ()) -> SafeImageFolder:
     """Open an evaluation folder: ``data_dir/<split>`` if given, else ``data_dir/val`` or ``data_dir/test`` if one
     exists, else ``data_dir`` itself (e.g. an ImageNet ``val`` folder of synset sub-folders).
 
     Raises:
         FileNotFoundError: missing folder, no class folders, or no images.
+        NotADirectoryError: ``data_dir`` is a file.
+        ValueError: a single class, a split or root leading outside the allowed roots.
     """
-    return SafeImageFolder(evaluation_root(data_dir, split), transform=transform, max_per_class=max_per_class,
-                           data_root=data_dir)
+    return SafeImageFolder(evaluation_root(data_dir, split, 'image'), transform=transform,
+                           max_per_class=max_per_class, data_root=data_dir, allow_roots=allow_roots)

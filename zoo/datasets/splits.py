@@ -3,11 +3,12 @@ video folders configured for clips (frames, size, normalisation, sampling), and 
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from .folder import TailCheckingBatchSampler
 from .image_folder import SafeImageFolder, collate_skip_bad
 from .video import FrameCache, FrameSampling
 from .video_folder import SafeVideoFolder
@@ -18,10 +19,10 @@ __all__ = ['check_class_folders', 'load_class_map', 'apply_class_map', 'open_fol
 
 def check_class_folders(root: str) -> None:
     """Raise ``FileNotFoundError`` naming the class folders of ``root`` that hold no image file (torchvision's own
-    message would read as if the whole split were empty)."""
+    message would read as if the whole split were empty); hidden folders are no classes."""
     if not os.path.isdir(root):
         return
-    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    classes = sorted(d.name for d in os.scandir(root) if d.is_dir() and not d.name.startswith('.'))
     empty = []
     for c in classes:
         has_image = False
@@ -77,10 +78,16 @@ def apply_class_map(ds: SafeImageFolder, class_map: Dict[str, int], path: str) -
 
 
 def open_folder(root: str, data_root: str, max_per_class: Optional[int] = None,
-                class_map: Optional[str] = None) -> SafeImageFolder:
-    """A :class:`SafeImageFolder` with empty class folders reported by name and ``class_map`` applied."""
+                class_map: Optional[str] = None, allow_roots: Sequence[str] = ()) -> SafeImageFolder:
+    """A :class:`SafeImageFolder` with empty class folders reported by name and ``class_map`` applied; symlinks may
+    lead into ``data_root`` and ``allow_roots``.
+
+    Raises:
+        FileNotFoundError / NotADirectoryError / ValueError: see :class:`SafeImageFolder` and
+            :func:`check_class_folders`.
+    """
     check_class_folders(root)
-    ds = SafeImageFolder(root, max_per_class=max_per_class, data_root=data_root)
+    ds = SafeImageFolder(root, max_per_class=max_per_class, data_root=data_root, allow_roots=allow_roots)
     if class_map:
         apply_class_map(ds, load_class_map(class_map), class_map)
     return ds
@@ -89,22 +96,35 @@ def open_folder(root: str, data_root: str, max_per_class: Optional[int] = None,
 def make_loader(ds, batch_size: int, workers: int, pin_memory: bool, sampler=None, shuffle: bool = False,
                 generator=None, drop_last: bool = False, collate_fn=None) -> DataLoader:
     """A ``DataLoader`` with ``collate_skip_bad`` (unreadable images set aside and counted, never fatal), or
-    ``collate_fn`` (video folders: ``collate_video_skip_bad``)."""
-    return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle, num_workers=workers,
-                      collate_fn=collate_fn or collate_skip_bad, pin_memory=pin_memory, generator=generator, drop_last=drop_last,
-                      persistent_workers=False)
+    ``collate_fn`` (video folders: ``collate_video_skip_bad``).
+
+    With ``drop_last`` over a zoo folder (:class:`~zoo.datasets.folder.SafeFolderMixin`), the samples left out of
+    the full batches are still read, as check-only items of the last batch
+    (:class:`~zoo.datasets.folder.TailCheckingBatchSampler`): an unreadable file is counted every epoch whatever the
+    batch size, and no partial batch trains. ``len(loader)`` is the number of full batches, as with ``drop_last``.
+    """
+    common = dict(num_workers=workers, collate_fn=collate_fn or collate_skip_bad, pin_memory=pin_memory,
+                  persistent_workers=False)
+    if drop_last and getattr(ds, 'checks_dropped_tail', False):
+        if sampler is None:
+            sampler = RandomSampler(ds, generator=generator) if shuffle else SequentialSampler(ds)
+        return DataLoader(ds, batch_sampler=TailCheckingBatchSampler(sampler, batch_size), **common)
+    return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle, generator=generator,
+                      drop_last=drop_last, **common)
 
 
 def open_video_split(root: str, data_root: str, max_per_class: Optional[int] = None,
-                     class_map: Optional[str] = None) -> SafeVideoFolder:
-    """A :class:`SafeVideoFolder` over ``root`` (files must stay inside ``data_root``), ``class_map`` applied.
+                     class_map: Optional[str] = None, allow_roots: Sequence[str] = ()) -> SafeVideoFolder:
+    """A :class:`SafeVideoFolder` over ``root`` (files must stay inside ``data_root`` or ``allow_roots``),
+    ``class_map`` applied.
 
     Sampling, size and normalisation are set later by :func:`configure_clips`.
 
     Raises:
-        FileNotFoundError: no folder, no class folders or no videos. ValueError: a bad ``class_map``.
+        FileNotFoundError: no folder, no class folders or no videos. NotADirectoryError: ``root`` is a file.
+        ValueError: a bad ``class_map``, a single class.
     """
-    ds = SafeVideoFolder(root, data_root=data_root, max_per_class=max_per_class)
+    ds = SafeVideoFolder(root, data_root=data_root, max_per_class=max_per_class, allow_roots=allow_roots)
     if class_map:
         apply_class_map(ds, load_class_map(class_map), class_map)
     return ds

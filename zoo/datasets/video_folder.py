@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import default_collate
 from torchvision.datasets import DatasetFolder
 
-from .folder import BadSample, SafeFolderMixin, evaluation_root, split_bad
+from .folder import BadSample, CheckOnly, SafeFolderMixin, Unused, evaluation_root, split_bad
 from .video import VIDEO_EXTENSIONS, FrameCache, FrameSampling, VideoReadError, frames_to_clip, read_video
 
 __all__ = ['BadVideo', 'SafeVideoFolder', 'collate_video_skip_bad', 'count_bad', 'open_video_folder']
@@ -63,15 +63,18 @@ class SafeVideoFolder(SafeFolderMixin, DatasetFolder):
         on_truncated: ``'error'`` (a truncated video is a :class:`BadVideo`) or ``'clamp'`` (its decodable prefix is
             sampled).
         extensions: file endings counted as videos.
+        allow_roots: more folders symlinks inside the data root may lead into (``--allow-root``).
 
     Attributes:
-        outside: class folders and files skipped for resolving outside ``data_root``.
+        outside: class folders and files skipped for resolving outside the allowed roots.
+        other_files: files of the class folders that are not videos (listed once in the log).
         bad_counts: bad reads per reason in this process (with DataLoader workers, count the ``BadVideo`` items the
             collate function hands back instead).
 
     Raises:
         FileNotFoundError: ``root`` missing, no class folders, or no video files.
-        ValueError: ``root`` resolves outside ``data_root``.
+        NotADirectoryError: ``root`` is a file.
+        ValueError: ``root`` resolves outside the allowed roots, or holds a single class.
     """
 
     kind = 'video'
@@ -81,8 +84,8 @@ class SafeVideoFolder(SafeFolderMixin, DatasetFolder):
                  transform: Optional[Callable] = None, max_per_class: Optional[int] = None,
                  data_root: Optional[str] = None, cache_dir: Optional[str] = None, seed: int = 0,
                  return_info: bool = False, on_truncated: str = 'error',
-                 extensions: Sequence[str] = VIDEO_EXTENSIONS):
-        self._check_root(root, data_root)
+                 extensions: Sequence[str] = VIDEO_EXTENSIONS, allow_roots: Sequence[str] = ()):
+        self._check_root(root, data_root, allow_roots)
         if on_truncated not in ('error', 'clamp'):
             raise ValueError(f"on_truncated must be 'error' or 'clamp', got {on_truncated!r}")
         exts = tuple(e.lower() for e in extensions)
@@ -111,6 +114,8 @@ class SafeVideoFolder(SafeFolderMixin, DatasetFolder):
         except VideoReadError as e:
             self.bad_counts[e.reason] += 1
             return BadVideo(path, f'{e.reason}: {e.detail}', reason=e.reason)
+        if isinstance(index, CheckOnly):  # a drop_last left-over: read only to count it if unreadable
+            return Unused(path)
         x = frames_to_clip(clip.frames, self.mean, self.std)
         if self.video_transform is not None:
             x = self.video_transform(x)
@@ -144,6 +149,7 @@ def open_video_folder(data_dir: str, split: Optional[str] = None, **kwargs: Any)
 
     Raises:
         FileNotFoundError: missing folder, no class folders, or no videos.
-        ValueError: a split name leading outside ``data_dir``.
+        NotADirectoryError: ``data_dir`` is a file.
+        ValueError: a split name leading outside ``data_dir``, a single class.
     """
-    return SafeVideoFolder(evaluation_root(data_dir, split), data_root=data_dir, **kwargs)
+    return SafeVideoFolder(evaluation_root(data_dir, split, 'video'), data_root=data_dir, **kwargs)

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..folder import _inside
+from ..folder import allow_root_hint, escape_of, inside_any
 from ..video import VIDEO_EXTENSIONS
 
 _logger = logging.getLogger('zoo.datasets')
@@ -67,22 +67,44 @@ class LoadReport:
     skipped: Counter = field(default_factory=Counter)
     examples: Dict[str, List[Tuple[str, str]]] = field(default_factory=dict)
 
+    #: folders that ``--allow-root`` would admit (targets of symlinks that leave the data root)
+    allow_roots_needed: List[str] = field(default_factory=list)
+
     def skip(self, reason: str, row_id: str, detail: str = '') -> None:
         self.skipped[reason] += 1
         ex = self.examples.setdefault(reason, [])
         if len(ex) < 5:
             ex.append((str(row_id), detail))
 
+    def hint(self) -> str:
+        """What to do about the skipped rows, one sentence (``''`` when nothing is skipped for a reason with a
+        fix): symlinks leaving the data root name ``--allow-root``, missing videos the layout."""
+        parts = []
+        if self.skipped.get('outside_root'):
+            first = self.examples['outside_root'][0][1]
+            dirs = ' '.join(f'--allow-root {d}' for d in self.allow_roots_needed[:3])
+            parts.append(f'{self.skipped["outside_root"]} rows name videos that lead outside the data root (e.g. '
+                         f'{first})' + (f'; to read them, pass {dirs} (repeatable)' if dirs else ''))
+        if self.skipped.get('missing_video'):
+            first = self.examples['missing_video'][0][1]
+            parts.append(f'{self.skipped["missing_video"]} rows name videos that do not exist (e.g. {first!r}); '
+                         f'check the layout: {get_benchmark(self.benchmark)[1]}' if self.benchmark in _REGISTRY else
+                         f'{self.skipped["missing_video"]} rows name videos that do not exist (e.g. {first!r})')
+        return '; '.join(parts)
+
     def summary(self) -> Dict[str, Any]:
         """A JSON-ready dict: benchmark, root, annotation files, rows, kept, skipped per reason, examples."""
         return dict(benchmark=self.benchmark, root=self.root, annotation_files=list(self.annotation_files),
                     rows=self.rows, kept=self.kept, skipped=dict(sorted(self.skipped.items())),
-                    examples={k: [list(e) for e in v] for k, v in sorted(self.examples.items())})
+                    examples={k: [list(e) for e in v] for k, v in sorted(self.examples.items())},
+                    **({'allow_roots_needed': list(self.allow_roots_needed)} if self.allow_roots_needed else {}))
 
     def log(self) -> None:
         if self.skipped:
-            _logger.warning('%s: kept %d of %d rows; skipped %s', self.benchmark, self.kept, self.rows,
-                            ', '.join(f'{k}={v}' for k, v in sorted(self.skipped.items())))
+            hint = self.hint()
+            _logger.warning('%s: kept %d of %d rows; skipped %s%s', self.benchmark, self.kept, self.rows,
+                            ', '.join(f'{k}={v}' for k, v in sorted(self.skipped.items())),
+                            f' ({hint})' if hint else '')
 
 
 Reader = Callable[..., Tuple[List[VideoQARecord], LoadReport]]
@@ -125,29 +147,41 @@ def get_benchmark(name: str) -> Tuple[Reader, str]:
     return _REGISTRY[key]
 
 
-def load_benchmark(name: str, root: str, probe: bool = False, **kwargs: Any) -> Tuple[List[VideoQARecord],
-                                                                                      LoadReport]:
+def load_benchmark(name: str, root: str, probe: bool = False, allow_roots: Sequence[str] = (),
+                   **kwargs: Any) -> Tuple[List[VideoQARecord], LoadReport]:
     """Read benchmark ``name`` from ``root``.
 
     Args:
         name: a registered name (see :func:`list_benchmarks`).
         root: the data root.
-        probe: also open every video with decord (first and last frame) and drop those that fail, counted per
-            reason; otherwise such videos are found when read.
+        probe: also open every video (first and last frame decoded) and drop those that fail, counted per reason;
+            otherwise such videos are found when read.
+        allow_roots: folders that symlinks inside ``root`` may lead into (``--allow-root``); any other escape is
+            skipped as ``outside_root``.
         kwargs: reader options (e.g. ``tasks``, ``split``).
 
     Returns:
         The usable records and the :class:`LoadReport`.
 
     Raises:
-        ValueError: unknown benchmark.
+        ValueError: unknown benchmark, or an option the reader does not take (e.g. ``split`` for MVBench).
         FileNotFoundError: ``root`` missing.
+        NotADirectoryError: ``root`` is a file.
         BenchmarkFormatError: no annotation file where the layout expects it, or a file of another format.
     """
     fn, layout = get_benchmark(name)
+    if os.path.isfile(root):
+        raise NotADirectoryError(f'data root {root!r} for {name} is a file, not a folder; --data-root takes the '
+                                 f'folder laid out as: {layout}')
     if not os.path.isdir(root):
         raise FileNotFoundError(f'data root {root!r} for {name} does not exist; expected layout: {layout}')
-    records, report = fn(root, **kwargs)
+    import inspect
+    takes = inspect.signature(fn).parameters
+    unknown = [k for k in kwargs if k not in takes]
+    if unknown:
+        own = [k for k in takes if k not in ('root', 'allow_roots')]
+        raise ValueError(f'{name} takes no {", ".join(unknown)} option (its options: {", ".join(own) or "none"})')
+    records, report = fn(root, allow_roots=allow_roots, **kwargs)
     if probe:
         records = probe_records(records, report)
     report.kept = len(records)
@@ -178,21 +212,26 @@ def probe_records(records: Sequence[VideoQARecord], report: LoadReport) -> List[
 class VideoResolver:
     """Turns a video name from an annotation row into a file inside the data root.
 
-    Candidates are tried in order; a candidate whose real path (symlinks followed, ``..`` applied) leaves the root
-    is refused. ``resolve`` returns ``(path, None)`` or ``(None, reason)`` with reason ``outside_root`` or
-    ``missing_video``.
+    Candidates are tried in order; a candidate whose real path (symlinks followed, ``..`` applied) lies neither in
+    the root nor in one of ``allow_roots`` is refused. ``resolve`` returns ``(path, None)`` or ``(None, reason)``
+    with reason ``outside_root`` or ``missing_video``; after ``outside_root``, ``last_escape`` holds the
+    ``(link, target)`` that left the root.
 
     Args:
         root: the data root.
         dirs: folders (relative to the root) to look in, in order.
         extensions: endings to try when the name has none of :data:`~zoo.datasets.video.VIDEO_EXTENSIONS`.
+        allow_roots: more folders symlinks may lead into (``--allow-root``).
     """
 
-    def __init__(self, root: str, dirs: Sequence[str] = ('',), extensions: Sequence[str] = VIDEO_EXTENSIONS):
+    def __init__(self, root: str, dirs: Sequence[str] = ('',), extensions: Sequence[str] = VIDEO_EXTENSIONS,
+                 allow_roots: Sequence[str] = ()):
         self.root = root
         self.real_root = os.path.realpath(root)
+        self.allowed = [self.real_root] + [os.path.realpath(r) for r in allow_roots]
         self.dirs = list(dirs)
         self.extensions = list(extensions)
+        self.last_escape: Optional[Tuple[str, str]] = None
 
     def resolve(self, name: str, dirs: Optional[Sequence[str]] = None) -> Tuple[Optional[str], Optional[str]]:
         name = str(name).strip()
@@ -200,16 +239,20 @@ class VideoResolver:
             return None, 'malformed_row'
         names = [name] if name.lower().endswith(tuple(VIDEO_EXTENSIONS)) else \
             [name + e for e in self.extensions] + [name]
-        outside = False
+        outside = None
         for d in (self.dirs if dirs is None else dirs):
             for n in names:
                 cand = os.path.join(self.root, d, n)
-                if not _inside(os.path.realpath(cand), self.real_root):
-                    outside = True
+                if not inside_any(cand, self.allowed):
+                    if outside is None or (os.path.exists(cand) and not os.path.exists(outside)):
+                        outside = cand  # named for the message: an existing file first
                     continue
                 if os.path.isfile(cand):
                     return os.path.abspath(cand), None
-        return None, 'outside_root' if outside else 'missing_video'
+        if outside is not None:
+            self.last_escape = escape_of(outside, self.root)
+            return None, 'outside_root'
+        return None, 'missing_video'
 
 
 def add_record(records: List[VideoQARecord], report: LoadReport, resolver: VideoResolver, video_name: Any,
@@ -223,7 +266,14 @@ def add_record(records: List[VideoQARecord], report: LoadReport, resolver: Video
         return
     path, reason = resolver.resolve(video_name, dirs)
     if path is None:
-        report.skip(reason, rid, str(video_name))
+        detail = str(video_name)
+        if reason == 'outside_root' and resolver.last_escape:
+            link, target = resolver.last_escape
+            detail = f'{link} -> {target}'
+            need = allow_root_hint(target)
+            if need not in report.allow_roots_needed:
+                report.allow_roots_needed.append(need)
+        report.skip(reason, rid, detail)
         return
     records.append(VideoQARecord(video=path, **fields))
 
@@ -234,7 +284,8 @@ CANDIDATE_KEYS = ('video', 'question', 'candidates', 'answer')
 
 def read_json_tasks(root: str, tasks: Optional[Sequence[str]], benchmark: str, title: str, layout: str,
                     dirs: Callable[[str], List[str]],
-                    fields: Callable[[str, Dict[str, Any]], Dict[str, Any]]) -> Tuple[List[VideoQARecord], LoadReport]:
+                    fields: Callable[[str, Dict[str, Any]], Dict[str, Any]],
+                    allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
     """Read MVBench-style task files: ``<root>/json/<task>.json``, each a JSON list of ``{"video", "question",
     "candidates": [str, ...], "answer": <text of the right candidate>, ...}`` (MVBench, MLVU).
 
@@ -249,11 +300,12 @@ def read_json_tasks(root: str, tasks: Optional[Sequence[str]], benchmark: str, t
         layout: the expected layout, in messages.
         dirs: the folders (relative to ``root``) that hold a task's videos, in search order.
         fields: more record fields (``task``, ``category``, ``start``, ``extra``, ...) of a task's row.
+        allow_roots: folders symlinks may lead into besides ``root``.
 
     Raises:
         BenchmarkFormatError: no ``json/*.json``, a requested task missing, or a file of another format.
     """
-    files = find_files(root, ['json/*.json'])
+    files = find_files(root, ['json/*.json'], allow_roots)
     if not files:
         raise BenchmarkFormatError(f'no {title} annotation files in {root!r}: expected {layout}')
     by_task = {os.path.splitext(os.path.basename(f))[0]: f for f in files}
@@ -263,7 +315,7 @@ def read_json_tasks(root: str, tasks: Optional[Sequence[str]], benchmark: str, t
             raise BenchmarkFormatError(f'{title} tasks {missing} not in {root}/json (found: {", ".join(by_task)})')
         by_task = {t: by_task[t] for t in tasks}
     report = LoadReport(benchmark, root, annotation_files=list(by_task.values()))
-    resolver = VideoResolver(root)
+    resolver = VideoResolver(root, allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for task, path in by_task.items():
         items = require_list_of_dicts(read_json(path, layout), path, CANDIDATE_KEYS, layout)
@@ -302,13 +354,13 @@ def require_list_of_dicts(data: Any, path: str, keys: Iterable[str], expected: s
     return data
 
 
-def find_files(root: str, patterns: Sequence[str]) -> List[str]:
-    """Sorted files under ``root`` matching the first glob pattern that matches anything (inside the root only)."""
+def find_files(root: str, patterns: Sequence[str], allow_roots: Sequence[str] = ()) -> List[str]:
+    """Sorted files under ``root`` matching the first glob pattern that matches anything (their real paths inside the
+    root or ``allow_roots`` only)."""
     import glob
-    real = os.path.realpath(root)
+    allowed = [os.path.realpath(r) for r in (root, *allow_roots)]
     for pat in patterns:
-        hits = sorted(p for p in glob.glob(os.path.join(root, pat)) if os.path.isfile(p)
-                      and _inside(os.path.realpath(p), real))
+        hits = sorted(p for p in glob.glob(os.path.join(root, pat)) if os.path.isfile(p) and inside_any(p, allowed))
         if hits:
             return hits
     return []

@@ -9,7 +9,7 @@ answers; questions without one are counted as ``no_answer``); videos ``<root>/vi
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .common import (BenchmarkFormatError, LoadReport, VideoQARecord, VideoResolver, add_record, read_json,
                      register_benchmark, require_list_of_dicts, text)
@@ -19,9 +19,10 @@ LAYOUT = ('<root>/questions.json (JSON list of {q_uid, question, "option 0".."op
 
 
 @register_benchmark('egoschema', LAYOUT)
-def read_egoschema(root: str, answers: Optional[str] = None) -> Tuple[List[VideoQARecord], LoadReport]:
+def read_egoschema(root: str, answers: Optional[str] = None,
+                   allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
     """Read EgoSchema questions with the answers in ``answers`` (a path relative to ``root``; default
-    ``subset_answers.json``).
+    ``subset_answers.json``; ``allow_roots``: folders symlinks under ``root`` may lead into).
 
     Raises:
         BenchmarkFormatError: a file missing or of another format.
@@ -36,7 +37,7 @@ def read_egoschema(root: str, answers: Optional[str] = None) -> Tuple[List[Video
     if not isinstance(ans, dict):
         raise BenchmarkFormatError(f'{apath} is not a JSON object {{q_uid: int}}; expected {LAYOUT}')
     report = LoadReport('egoschema', root, annotation_files=[qpath, apath])
-    resolver = VideoResolver(root, dirs=('videos', ''))
+    resolver = VideoResolver(root, dirs=('videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for i, it in enumerate(items):
         report.rows += 1

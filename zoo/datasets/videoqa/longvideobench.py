@@ -8,7 +8,7 @@ Layout: ``<root>/lvb_<split>.json`` (``split='val'`` by default), a JSON list of
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 from .common import (BenchmarkFormatError, LoadReport, VideoQARecord, VideoResolver, add_record, opt_float,
                      read_json, register_benchmark, require_list_of_dicts, text)
@@ -18,8 +18,10 @@ LAYOUT = ('<root>/lvb_<split>.json (JSON list of {id, video_path, question, cand
 
 
 @register_benchmark('longvideobench', LAYOUT)
-def read_longvideobench(root: str, split: str = 'val') -> Tuple[List[VideoQARecord], LoadReport]:
-    """Read LongVideoBench ``lvb_<split>.json``.
+def read_longvideobench(root: str, split: str = 'val',
+                        allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
+    """Read LongVideoBench ``lvb_<split>.json`` (``split``: ``val`` or ``test``; ``allow_roots``: folders symlinks
+    under ``root`` may lead into).
 
     Raises:
         BenchmarkFormatError: the file is missing or of another format.
@@ -30,7 +32,7 @@ def read_longvideobench(root: str, split: str = 'val') -> Tuple[List[VideoQAReco
     items = require_list_of_dicts(read_json(path, LAYOUT), path, ('video_path', 'question', 'correct_choice'),
                                   LAYOUT)
     report = LoadReport('longvideobench', root, annotation_files=[path])
-    resolver = VideoResolver(root, dirs=('videos', ''))
+    resolver = VideoResolver(root, dirs=('videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for i, it in enumerate(items):
         report.rows += 1

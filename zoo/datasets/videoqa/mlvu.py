@@ -21,11 +21,13 @@ def _fields(task: str, it: Dict[str, Any]) -> Dict[str, Any]:
 
 
 @register_benchmark('mlvu', LAYOUT)
-def read_mlvu(root: str, tasks: Optional[Sequence[str]] = None) -> Tuple[List[VideoQARecord], LoadReport]:
-    """Read MLVU multiple-choice tasks (``tasks``: JSON file stems; ``None``: all).
+def read_mlvu(root: str, tasks: Optional[Sequence[str]] = None,
+              allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
+    """Read MLVU multiple-choice tasks (``tasks``: JSON file stems; ``None``: all; ``allow_roots``: folders symlinks
+    may lead into).
 
     Raises:
         BenchmarkFormatError: no ``json/*.json``, a requested task missing, or a file of another format.
     """
     return read_json_tasks(root, tasks, 'mlvu', 'MLVU', LAYOUT, lambda task: [os.path.join('video', task), 'video', ''],
-                           _fields)
+                           _fields, allow_roots)

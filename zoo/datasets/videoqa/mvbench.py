@@ -24,13 +24,15 @@ def _fields(task: str, it: Dict[str, Any]) -> Dict[str, Any]:
 
 @register_benchmark('mvbench', LAYOUT)
 def read_mvbench(root: str, tasks: Optional[Sequence[str]] = None,
-                 video_prefix: Optional[Dict[str, str]] = None) -> Tuple[List[VideoQARecord], LoadReport]:
+                 video_prefix: Optional[Dict[str, str]] = None,
+                 allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
     """Read MVBench-format tasks.
 
     Args:
         root: data root.
         tasks: task names (JSON file stems) to read; ``None``: all.
         video_prefix: per-task folder under ``<root>/video/`` holding its videos.
+        allow_roots: folders symlinks under ``root`` may lead into (``--allow-root``).
 
     Raises:
         BenchmarkFormatError: no ``json/*.json``, a requested task missing, or a file of another format.
@@ -41,4 +43,4 @@ def read_mvbench(root: str, tasks: Optional[Sequence[str]] = None,
         return ([os.path.join('video', prefix[task])] if task in prefix else []) + \
             [os.path.join('video', task), 'video', '']
 
-    return read_json_tasks(root, tasks, 'mvbench', 'MVBench', LAYOUT, dirs, _fields)
+    return read_json_tasks(root, tasks, 'mvbench', 'MVBench', LAYOUT, dirs, _fields, allow_roots)

@@ -10,7 +10,7 @@ answer (0-4), qid, type, a0, a1, a2, a3, a4``; videos ``<root>/NExTVideo/<path>.
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 from .common import (BenchmarkFormatError, LoadReport, VideoQARecord, VideoResolver, add_record, read_json,
                      register_benchmark, text)
@@ -22,8 +22,10 @@ _COLUMNS = ('video', 'question', 'answer', 'qid', 'a0', 'a1', 'a2', 'a3', 'a4')
 
 
 @register_benchmark('nextqa_mc', LAYOUT)
-def read_nextqa_mc(root: str, split: str = 'val') -> Tuple[List[VideoQARecord], LoadReport]:
-    """Read the NExT-QA multiple-choice CSV of ``split``.
+def read_nextqa_mc(root: str, split: str = 'val',
+                   allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
+    """Read the NExT-QA multiple-choice CSV of ``split`` (``val``, ``test`` or ``train``: the file
+    ``<root>/<split>.csv``; ``allow_roots``: folders symlinks under ``root`` may lead into).
 
     Raises:
         BenchmarkFormatError: the CSV is missing, unreadable, or lacks columns.
@@ -40,7 +42,7 @@ def read_nextqa_mc(root: str, split: str = 'val') -> Tuple[List[VideoQARecord], 
     if not isinstance(vmap, dict):
         raise BenchmarkFormatError(f'{mpath} is not a JSON object {{video: "dir/name"}}; expected {LAYOUT}')
     report = LoadReport('nextqa_mc', root, annotation_files=[path] + ([mpath] if vmap else []))
-    resolver = VideoResolver(root, dirs=('NExTVideo', 'videos', ''))
+    resolver = VideoResolver(root, dirs=('NExTVideo', 'videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for row in df.to_dict('records'):
         report.rows += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, List, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
@@ -57,13 +57,13 @@ _LETTER = re.compile(r'^\(?([A-Z])[\.\):]\s*')
 
 
 @register_benchmark('videomme', LAYOUT)
-def read_videomme(root: str) -> Tuple[List[VideoQARecord], LoadReport]:
-    """Read Video-MME rows.
+def read_videomme(root: str, allow_roots: Sequence[str] = ()) -> Tuple[List[VideoQARecord], LoadReport]:
+    """Read Video-MME rows (``allow_roots``: folders symlinks under ``root`` may lead into).
 
     Raises:
         BenchmarkFormatError: no table where the layout expects it, or columns missing.
     """
-    files = find_files(root, ['videomme/*.parquet', '*.parquet', 'videomme/*.jsonl', '*.jsonl'])
+    files = find_files(root, ['videomme/*.parquet', '*.parquet', 'videomme/*.jsonl', '*.jsonl'], allow_roots)
     if not files:
         raise BenchmarkFormatError(f'no Video-MME annotation table in {root!r}: expected {LAYOUT}')
     df = read_table(files, LAYOUT)
@@ -72,7 +72,7 @@ def read_videomme(root: str) -> Tuple[List[VideoQARecord], LoadReport]:
         raise BenchmarkFormatError(f'{", ".join(files)}: columns {missing} missing (found {list(df.columns)}); '
                                    f'expected {LAYOUT}')
     report = LoadReport('videomme', root, annotation_files=files)
-    resolver = VideoResolver(root, dirs=('data', 'videos', ''))
+    resolver = VideoResolver(root, dirs=('data', 'videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for row in df.to_dict('records'):
         report.rows += 1
