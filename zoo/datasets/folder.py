@@ -17,8 +17,8 @@ from torch.utils.data import Sampler
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['BadSample', 'CheckOnly', 'Unused', 'TailCheckingBatchSampler', 'SafeFolderMixin', 'split_bad', 'find_split', 'evaluation_root', 'inside_any', 'escape_of',
-           'describe_escapes', 'allow_root_hint', 'check_data_dir']
+__all__ = ['BadSample', 'CheckOnly', 'Unused', 'TailCheckingBatchSampler', 'SafeFolderMixin', 'split_bad', 'find_split',
+           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_data_dir']
 
 
 @dataclass(frozen=True)

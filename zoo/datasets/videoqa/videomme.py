@@ -37,8 +37,9 @@ def read_table(files: List[str], layout: str) -> Any:
         except ImportError as e:
             raise BenchmarkFormatError(f'cannot read {f}: {e} (install pyarrow to read parquet)') from None
         except Exception as e:  # pandas / pyarrow parse errors have many types
-            raise BenchmarkFormatError(f'{f} is not a readable table ({type(e).__name__}: '
-                                       f'{str(e).splitlines()[0][:200] if str(e) else ""}); expected {layout}') from None
+            first = str(e).splitlines()[0][:200] if str(e) else ''
+            raise BenchmarkFormatError(f'{f} is not a readable table ({type(e).__name__}: {first}); expected '
+                                       f'{layout}') from None
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
