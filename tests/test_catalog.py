@@ -44,3 +44,10 @@ def test_rows_are_sorted_and_counts_need_no_init():
     with torch.device('meta'):
         peg = timm.create_model('pe_vit_tiny_patch16_peg_224')  # initialised: the catalog skips that, same count
     assert rows[1]['params'] == _count(peg) and rows[1]['pe'] == 'peg' and rows[1]['family'].startswith('CPE')
+
+
+def test_pe_part_of_a_model_name_is_a_pe_name():
+    """``zoo list comrope_ap`` finds the models whose name carries that PE (their encoding is ``comrope``)."""
+    names = {r['name'] for r in model_catalog('comrope_ap')}
+    assert 'pe_vit_small_patch16_comrope_ap_224' in names and not any('comrope_ld' in n for n in names)
+    assert {r['name'] for r in model_catalog('irpe_qkv')} >= {'pe_vit_small_patch16_irpe_qkv_224'}

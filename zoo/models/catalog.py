@@ -3,6 +3,7 @@ and the video-LLMs ``pe_vlm_*``) with their PE, family, size and weights."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Dict, List, Sequence, Union
 
 import timm
@@ -22,9 +23,15 @@ def list_pe_names() -> List[str]:
     return sorted(set(PE_OF_MODEL.values()) | set(vlm_schemes()))
 
 
+_VARIANT = re.compile(r'(?:clip_)?pe_(?:video_)?vit_[a-z]+_patch\d+_(.+)_\d+')
+
+
 def _matches(patterns: Sequence[str], name: str, pe: str) -> bool:
-    """timm-style (fnmatch) wildcards, case-insensitive, against the model name or its PE name."""
-    return any(fnmatch.fnmatch(name.lower(), p.lower()) or fnmatch.fnmatch(pe.lower(), p.lower()) for p in patterns)
+    """timm-style (fnmatch) wildcards, case-insensitive, against the model name, its encoding or the PE part of its
+    name (``comrope_ap``, ``irpe_qkv``: the ``{pe}`` of ``pe_vit_*_patch16_{pe}_224``)."""
+    m = _VARIANT.fullmatch(name)
+    names = [name, pe] + ([m.group(1)] if m else [])
+    return any(fnmatch.fnmatch(n.lower(), p.lower()) for p in patterns for n in names)
 
 
 def _vit_row(name: str, pe: str) -> Dict:
