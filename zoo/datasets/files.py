@@ -7,15 +7,17 @@ both write through here.
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import math
 import os
 import tempfile
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 from zoo.errors import OutputWriteError
 
 __all__ = ['write_atomic', 'write_text_atomic', 'clean_temp_files', 'TMP_PREFIX', 'temp_path', 'remove_quietly',
-           'write_error', 'output_mode']
+           'write_error', 'output_mode', 'json_safe', 'strict_json']
 
 _logger = logging.getLogger('zoo.io')
 
@@ -108,3 +110,24 @@ temp_path = _tmp_path
 remove_quietly = _remove_quietly
 write_error = _write_error
 output_mode = _output_mode
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, inf) as ``None`` and NumPy scalars as Python numbers, through dicts,
+    lists and tuples: what strict JSON parsers (JavaScript's ``JSON.parse``, ``jq``) accept."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    item = getattr(obj, 'item', None)
+    if item is not None and type(obj).__module__ == 'numpy' and getattr(obj, 'ndim', None) == 0:
+        return json_safe(item())
+    return obj
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that writes ``null`` for NaN / inf (:func:`json_safe`) and never the non-standard ``NaN``;
+    objects JSON has no type for become their ``str``. ``kwargs`` go to ``json.dumps`` (``indent`` ...)."""
+    return json.dumps(json_safe(obj), allow_nan=False, default=str, **kwargs)

@@ -33,7 +33,7 @@ import torch
 from zoo.datasets.files import output_mode as _output_mode
 from zoo.datasets.files import remove_quietly as _remove_quietly
 from zoo.datasets.files import temp_path as _tmp_path
-from zoo.datasets.files import write_atomic, write_text_atomic
+from zoo.datasets.files import strict_json, write_atomic, write_text_atomic
 
 __all__ = ['save_atomic', 'save_checkpoint_files', 'save_safetensors', 'load_checkpoint', 'checkpoint_meta',
            'write_results_file']
@@ -121,8 +121,9 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
     Raises:
         FileNotFoundError: no such file.
         IsADirectoryError: ``path`` is a directory (the message suggests ``--run DIR``).
-        ValueError: the file is not a torch / safetensors checkpoint (empty, truncated, another format), or it holds
-            objects other than tensors and plain containers (refused for safety: it could run code when loaded).
+        ValueError: the file is not a torch / safetensors checkpoint (empty, truncated, another format: the message
+            says what it looks like), or it holds objects other than tensors and plain containers (refused for safety:
+            it could run code when loaded).
     """
     if os.path.isdir(path):
         raise IsADirectoryError(f'checkpoint {path!r} is a directory, not a checkpoint file; for a zoo train output '
@@ -132,7 +133,7 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
         raise FileNotFoundError(f'checkpoint {path!r} does not exist')
     if path.endswith('.safetensors'):
         return _load_safetensors(path)
-    not_torch = f'{path!r} is not a torch checkpoint (empty, truncated or another format)'
+    not_torch = f'{path!r} is not a torch checkpoint ({_looks_like(path)})'
     if os.path.getsize(path) == 0:
         raise ValueError(not_torch)
     try:
@@ -140,13 +141,32 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
     except PermissionError:
         raise
     except pickle.UnpicklingError as e:
-        if 'weights only' in str(e).lower() or 'weights_only' in str(e).lower():
+        text = str(e)
+        if 'Unsupported global' in text or 'safe_globals' in text or 'GLOBAL' in text:
             raise ValueError(f'{path!r} is refused for safety: it holds Python objects other than tensors and plain '
                              'containers (only those are loaded, since unpickling anything else can run code); '
                              're-save it as a plain state dict of tensors') from None
-        raise ValueError(not_torch) from None
+        raise ValueError(not_torch) from None  # "Unsupported operand ...": not a torch file at all
     except Exception:  # EOFError, KeyError, RuntimeError (zip reader), ...: all mean "not a readable checkpoint"
         raise ValueError(not_torch) from None
+
+
+def _looks_like(path: str) -> str:
+    """What a file that is no torch checkpoint seems to be, from its first bytes (for the message)."""
+    if os.path.getsize(path) == 0:
+        return 'the file is empty'
+    with open(path, 'rb') as f:
+        head = f.read(64)
+    kinds = [(head[4:8] == b'ftyp', 'a video (MP4/MOV)'), (head[:4] == b'\x1aE\xdf\xa3', 'a video (Matroska/WebM)'),
+             (head[:4] == b'RIFF', 'a RIFF file (AVI/WAV)'), (head[:6] == b'\x93NUMPY', 'a NumPy .npy array'),
+             (head[:4] == b'PK\x03\x04', 'a zip archive that is not a torch checkpoint'),
+             (head[:2] in (b'\x89P', b'\xff\xd8'), 'an image'), (head[:1] == b'\x80', 'a plain pickle, not torch.save'),
+             (head.lstrip()[:1] in (b'{', b'['), 'JSON or text')]
+    for hit, kind in kinds:
+        if hit:
+            return f'it looks like {kind}; pass the .pth / .safetensors file a zoo train run wrote'
+    return 'empty, truncated or another format'
+
 
 
 def checkpoint_meta(ckpt: Dict[str, Any]) -> Dict[str, Any]:
@@ -165,7 +185,7 @@ def write_results_file(path: str, rows: List[Dict[str, Any]]) -> None:
         raise ValueError(f'--results-file {path!r}: must be a .csv or .json path')
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if path.lower().endswith('.json'):
-        write_text_atomic(path, json.dumps(rows, indent=1, default=str) + '\n')
+        write_text_atomic(path, strict_json(rows, indent=1) + '\n')  # null, not NaN: strict parsers read it
         return
     buf = io.StringIO()
     fields = list(dict.fromkeys(k for r in rows for k in r))

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 
-from zoo.datasets.files import remove_quietly, temp_path, write_error, write_text_atomic
+from zoo.datasets.files import output_mode, remove_quietly, strict_json, temp_path, write_error, write_text_atomic
 from .pages import frames_page, resolution_page, slug, videoqa_page
 from .plots import (NIAH_TASK, chance_by_panel, color_range, encoding_family, plot_accuracy, plot_frames_scaling,
                     plot_grid_heatmap, plot_heatmap, plot_scaling, plot_strategies, plot_vniah, series_styles)
@@ -61,6 +61,9 @@ def write_result_set(out_dir: str, rows: List[Dict[str, Any]], record: Dict[str,
                      files: Dict[str, Writer]) -> Dict[str, str]:
     """Write one update of a sweep's results as a set.
 
+    ``results.json`` is strict JSON: NaN and infinities are written as ``null`` (:func:`read_result_set` reads the
+    metrics back as NaN).
+
     Args:
         out_dir: the existing output folder.
         rows: the rows for ``results.csv``.
@@ -79,7 +82,7 @@ def write_result_set(out_dir: str, rows: List[Dict[str, Any]], record: Dict[str,
     record = dict(record)
     extras = record.pop('extras', {}) or {}
     content: Dict[str, Writer] = {'results.csv': _csv(rows),
-                                  'results.json': json.dumps(dict(record, **extras), indent=1, default=str) + '\n'}
+                                  'results.json': strict_json(dict(record, **extras), indent=1) + '\n'}
     content.update(files)
     temps: Dict[str, str] = {}
     try:
@@ -91,6 +94,7 @@ def write_result_set(out_dir: str, rows: List[Dict[str, Any]], record: Dict[str,
             else:
                 with open(tmp, 'w', encoding='utf-8') as f:
                     f.write(writer)
+            os.chmod(tmp, output_mode())  # a temp file is private (0600); results are as readable as other files
         for name, tmp in temps.items():
             os.replace(tmp, os.path.join(out_dir, name))
     except OSError as e:
@@ -148,8 +152,24 @@ def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]
         if stale:
             raise ResultSetError(f'{out_dir!r}: {", ".join(stale)} differ from {MANIFEST} (the sweep was stopped '
                                  'while writing an update); rerun it with --resume to rewrite the set')
+    record['results'] = _nan_for_null(record['results'])
     record['extras'] = {k: v for k, v in record.items() if k not in _FIXED_KEYS and not k.startswith('_')}
     return record
+
+
+def _nan_for_null(rows: List[Any]) -> List[Any]:
+    """Rows read back from strict JSON: ``null`` becomes NaN again in the columns that hold numbers with decimals or
+    nothing at all (metrics of failed cells, NaN-only columns), so resumed rows equal the rows of an uninterrupted
+    sweep; ``null`` in other columns (``None`` written by the sweep) stays ``None``."""
+    dicts = [r for r in rows if isinstance(r, dict)]
+    keys = {k for r in dicts for k in r}
+    numeric = {k for k in keys if any(isinstance(r.get(k), float) for r in dicts)}
+    empty = {k for k in keys if all(r.get(k) is None for r in dicts)}
+    for r in dicts:
+        for k in numeric | empty:
+            if k in r and r[k] is None:
+                r[k] = float('nan')
+    return rows
 
 
 # ---- writers of one page as a whole set (the sweeps use the engine; these serve scripts and tests) -----------------

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .plots import (NIAH_TASK, chance_by_panel, plot_accuracy, plot_frames_scaling, plot_grid_heatmap, plot_heatmap,
                     plot_scaling, plot_strategies, plot_vniah)
-from .tables import fmt, has_strategies, markdown_table, pivot_markdown, relative_table, strategy_tables
+from .tables import cell, fmt, has_strategies, markdown_table, pivot_markdown, relative_table, strategy_tables
 
 __all__ = ['resolution_page', 'frames_page', 'videoqa_page', 'slug']
 
@@ -67,8 +67,8 @@ def _unreadable(bad: Dict[str, str], what: str) -> List[str]:
 
 def _models_table(models: List[Dict[str, Any]], columns: Sequence[tuple]) -> List[str]:
     """The protocol's model table: ``columns`` = ``(heading, model info -> cell text)`` pairs."""
-    lines = ['| ' + ' | '.join(h for h, _ in columns) + ' |', '|' + '---|' * len(columns)]
-    return lines + ['| ' + ' | '.join(str(cell(m)) for _, cell in columns) + ' |' for m in models]
+    lines = ['| ' + ' | '.join(cell(h) for h, _ in columns) + ' |', '|' + '---|' * len(columns)]
+    return lines + ['| ' + ' | '.join(cell(text(m)) for _, text in columns) + ' |' for m in models]
 
 
 def _finish(files: Files, md: List[str], unreadable: Dict[str, str], what: str) -> Files:
@@ -242,9 +242,9 @@ def videoqa_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, A
         task_cols = [c for c in ok.columns if c.startswith('acc:')]
         if task_cols:
             md += ['### Per task / category', '', '| model | frames | size | ' + ' | '.join(
-                c[4:] for c in task_cols) + ' |', '|' + '---|' * (len(task_cols) + 3)]
+                cell(c[4:]) for c in task_cols) + ' |', '|' + '---|' * (len(task_cols) + 3)]
             for _, r in ok.iterrows():
-                md.append(f'| {r["label"]} | {r["frames"]} | {r["size"]} | ' + ' | '.join(
+                md.append(f'| {cell(r["label"])} | {r["frames"]} | {r["size"]} | ' + ' | '.join(
                     fmt(r[c], 1) for c in task_cols) + ' |')
             md.append('')
     if has_niah:
@@ -253,7 +253,7 @@ def videoqa_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, A
         md += ['### Answers read and speed', '', '| model | frames | size | n | fallback (unparsed) | unreadable | '
                'videos decoded | decode s | cache read s | model s |', '|' + '---|' * 10]
         for _, r in ok.iterrows():
-            md.append(f'| {r["label"]} | {r["frames"]} | {r["size"]} | {r["n"]} | {r["fallback"]} | '
+            md.append(f'| {cell(r["label"])} | {r["frames"]} | {r["size"]} | {r["n"]} | {r["fallback"]} | '
                       f'{r["unreadable"]} | {r["decoded"]} | {r["decode_s"]:.1f} | '
                       f'{r["read_s"] - r["decode_s"]:.1f} | {r["model_s"]:.1f} |')
         md.append('')
@@ -264,9 +264,11 @@ def videoqa_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, A
            '- Prompt: the MVBench prompt (`Question: ... Options: (A) ... Answer with the option\'s letter from the '
            f'given choices directly.`); greedy decoding of {protocol["max_new_tokens"]} tokens, KV cache, left-padded '
            f'batches of {protocol["batch_size"]}; {protocol["device"]}.',
-           '- Scoring: the option letter the model writes (else a 0-based index, a letter in parentheses, or an '
-           f'option\'s exact text); when none is read, a random option seeded by ({protocol["seed"]}, item id) is '
-           'scored and counted as a fallback.',
+           '- Scoring (`zoo.tasks.answers.parse_choice`): an option\'s exact text (numbers included), else a letter '
+           'that can only be a letter (alone, after "answer" / "option", in parentheses, leading with punctuation; '
+           'never the article "a" or the pronoun "I" in prose), else a whole-number 0-based index, else the one '
+           f'option whose text the answer contains; when none is read, a random option seeded by ({protocol["seed"]}, '
+           'item id) is scored and counted as a fallback.',
            f'- Unreadable videos: {len(unreadable)} (left out of every count).', '']
     md += _models_table(models, [_MODEL, ('timm-style name', _NAME[1]), _CHECKPOINT, _CLIP])
     return _finish(files, md, unreadable, 'videos')

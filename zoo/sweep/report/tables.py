@@ -7,8 +7,8 @@ from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
-__all__ = ['fmt', 'pivot_markdown', 'markdown_table', 'relative_to_train', 'relative_table', 'has_strategies',
-           'strategy_tables', 'rows_from_markdown', 'SEED_SUFFIX']
+__all__ = ['fmt', 'cell', 'split_row', 'pivot_markdown', 'markdown_table', 'relative_to_train', 'relative_table',
+           'has_strategies', 'strategy_tables', 'rows_from_markdown', 'SEED_SUFFIX']
 
 #: A label's seed or repeat suffix (``rope_mixed (seed 1)``, ``ape #2``).
 SEED_SUFFIX = re.compile(r'\s*\(seed \d+\)|\s*#\d+$')
@@ -17,6 +17,22 @@ SEED_SUFFIX = re.compile(r'\s*\(seed \d+\)|\s*#\d+$')
 def fmt(value: Any, digits: int = 2) -> str:
     """``value`` with ``digits`` decimals, ``n/a`` for a missing value."""
     return 'n/a' if value is None or pd.isna(value) else f'{value:.{digits}f}'
+
+
+def cell(value: Any) -> str:
+    """``value`` as the text of one markdown table cell: ``|`` escaped, line breaks as spaces (a PE description such as
+    "saturates at |offset| >= 4" would otherwise split the row)."""
+    return ' '.join(str(value).split()).replace('|', '\\|')
+
+
+def split_row(line: str) -> List[str]:
+    """The cells of a markdown table row, escaped ``|`` inside cells kept (the inverse of :func:`cell`)."""
+    parts = re.split(r'(?<!\\)\|', line.strip())
+    if parts and not parts[0].strip():
+        parts = parts[1:]
+    if parts and not parts[-1].strip():
+        parts = parts[:-1]
+    return [p.replace('\\|', '|').strip() for p in parts]
 
 
 def pivot_markdown(df: pd.DataFrame, index: str, columns: str, value: str = 'top1', unit: str = '',
@@ -43,7 +59,8 @@ def pivot_markdown(df: pd.DataFrame, index: str, columns: str, value: str = 'top
         failed = {(r[index], r[columns]) for _, r in df.iterrows() if isinstance(r['error'], str) and r['error']}
     cols = list(wide.columns)
     best = wide.max() if higher_is_better else wide.min()
-    heads = [index_title or index] + ([lead[0]] if lead else []) + [f'{c} {unit}'.strip() for c in cols]
+    heads = [cell(h) for h in [index_title or index] + ([lead[0]] if lead else []) + [f'{c} {unit}'.strip()
+                                                                                          for c in cols]]
     lines = ['| ' + ' | '.join(heads) + ' |', '|' + '---|' * len(heads)]
     for r in rows:
         cells = []
@@ -55,7 +72,7 @@ def pivot_markdown(df: pd.DataFrame, index: str, columns: str, value: str = 'top
             if mark is not None and mark.get(r) == c:
                 text += ' ◦'
             cells.append(text)
-        lines.append(f'| {r} | ' + (f'{lead[1].get(r, "")} | ' if lead else '') + ' | '.join(cells) + ' |')
+        lines.append(f'| {cell(r)} | ' + (f'{cell(lead[1].get(r, ""))} | ' if lead else '') + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
@@ -93,7 +110,7 @@ def relative_table(df: pd.DataFrame, digits: int = 1) -> str:
         for s in sizes:
             v = wide.loc[label, s]
             cells.append('◦' if s == train[label] else ('n/a' if pd.isna(v) else f'{v:+.{digits}f}'))
-        lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+        lines.append(f'| {cell(label)} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
@@ -116,12 +133,12 @@ def strategy_tables(df: pd.DataFrame, digits: int = 2, axis: str = 'size', unit:
         train = part.groupby('base_label', sort=False)['train_' + axis].first()
         scales = sorted({round(value / t, 3) for t in train})
         out += [f'**{value} {unit}** ({", ".join(f"{x:g}" for x in scales)}x the training {axis})', '',
-                '| model | ' + ' | '.join(strategies) + ' |', '|' + '---|' * (len(strategies) + 1)]
+                '| model | ' + ' | '.join(cell(x) for x in strategies) + ' |', '|' + '---|' * (len(strategies) + 1)]
         for label, vals in wide.iterrows():
             best = vals.max()
             cells = [('**' + fmt(v, digits) + '**') if not pd.isna(v) and round(v, digits) == round(best, digits)
                      else fmt(v, digits) for v in vals]
-            out.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+            out.append(f'| {cell(label)} | ' + ' | '.join(cells) + ' |')
         out.append('')
     return '\n'.join(out).rstrip()
 
@@ -138,13 +155,13 @@ def rows_from_markdown(path: str) -> List[Dict[str, Any]]:
     start = next((i for i, ln in enumerate(lines) if ln.startswith('| model | trained at |')), None)
     if start is None:
         raise ValueError(f'{path!r} has no "| model | trained at | <size> px |" table')
-    head = [c.strip() for c in lines[start].strip('|').split('|')]
+    head = split_row(lines[start])
     cols = {i: int(c[:-3]) for i, c in enumerate(head) if re.fullmatch(r'\d+ px', c)}
     rows = []
     for ln in lines[start + 2:]:
         if not ln.startswith('|'):
             break
-        cells = [c.strip() for c in ln.strip('|').split('|')]
+        cells = split_row(ln)
         label, train = cells[0], int(cells[1].split()[0])
         for i, size in cols.items():
             text = cells[i].replace('*', '').replace('◦', '').strip()
