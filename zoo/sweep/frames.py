@@ -18,18 +18,19 @@ __all__ = ['build_frames_parser', 'eval_frames']
 
 import argparse
 import logging
-import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from zoo.datasets import find_split
+from zoo.datasets.folder import evaluation_root
 from zoo.datasets.splits import configure_clips, open_video_split
+from zoo.datasets.video import VideoReadError, probe_video
 from zoo.datasets.video_folder import collate_video_skip_bad
 from zoo.runs.checkpoints import write_results_file
-from zoo.runs.models import is_video_model, model_mean_std
+from zoo.runs.models import is_video_llm, is_video_model, model_mean_std, model_sources, recorded_model_name
 from zoo.tasks import VideoClassificationTask
 from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
 from .engine import SweepModel
-from .options import amp_dtype_of, check_common, device_of, frame_cache_dir, run_sweep, sweep_parser
+from .options import (add_allow_root_option, amp_dtype_of, check_common, clip_memory_check, device_of,
+                      frame_cache_dir, run_sweep, sweep_parser)
 from .report import frames_page
 
 
@@ -42,8 +43,10 @@ _IMAGE_ONLY = {'--crop-pct': dict(type=float), '--interpolation': dict(), '--cha
 
 def _add_options(p: argparse.ArgumentParser) -> None:
     """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
-    p.add_argument('--data-dir', required=True, metavar='DIR', help='video folder root (or its parent with val/test)')
+    p.add_argument('--data-dir', required=True, metavar='DIR',
+                   help='video folder root: DIR/<split>/<class>/<video> (or DIR/<class>/<video>)')
     p.add_argument('--split', default=None, help='sub-folder of --data-dir to evaluate (default: val, test or none)')
+    add_allow_root_option(p)
     p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T',
                    help='clip lengths to evaluate (frames; multiples of each model\'s tubelet size)')
     p.add_argument('--sizes', type=int, nargs='+', required=True, metavar='PX', help='frame sizes (px)')
@@ -67,6 +70,10 @@ def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParse
 
     Models as in zoo eval-resolution: --run DIR (final checkpoint-last.pth), --checkpoint PATH or --model NAME
     --checkpoint PATH. Frames are sampled at segment midpoints, resized on the shorter side and centre-cropped.
+    Layout under --data-dir: DIR/val/<class>/<video> (or DIR/test/..., DIR/<split>/... with --split, or
+    DIR/<class>/<video>); videos .mp4 .mkv .mov .avi .webm, other files are listed and skipped, hidden folders are no
+    classes; symlinks may lead into DIR or an --allow-root folder. --frames above a clip's length repeat its frames
+    (logged once with the clip lengths); a sweep whose batches would not fit in memory is refused before it starts.
     Example: zoo eval-frames --run runs/rope3d --run runs/sincos --data-dir data/synthetic-videos --frames 4 8 16 32
     --sizes 24 32 48 64 --output runs/eval-frames
     """
@@ -74,13 +81,36 @@ def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParse
                         extrapolation='clip: frames and size')
 
 
-def _eval_root(args) -> str:
-    if args.split:
-        return find_split(args.data_dir, [args.split], 'evaluation')
-    if not os.path.isdir(args.data_dir):
-        raise FileNotFoundError(f'data dir {args.data_dir!r} does not exist')
-    return next((os.path.join(args.data_dir, n) for n in ('val', 'test')
-                 if os.path.isdir(os.path.join(args.data_dir, n))), args.data_dir)
+def _refuse_video_llms(args) -> None:
+    """``ValueError`` for a video-LLM among the models, before anything loads (a VLM has no classifier head)."""
+    for entry in model_sources(args.run, args.checkpoint, args.model):
+        name = entry['model'] or recorded_model_name(entry['checkpoint'])
+        if is_video_llm(name):
+            raise ValueError(f'{entry["checkpoint"]} holds the video-LLM {name}: zoo eval-frames evaluates video '
+                             'classifiers (pe_video_vit_*); score a video-LLM on a video-QA benchmark with zoo '
+                             'eval-video --run/--checkpoint')
+
+
+def _check_clips(args, paths: Sequence[str], frames: List[int], sizes: List[int]) -> None:
+    """Log, once, the clips shorter than a --frames value (their frames repeat), and refuse a sweep whose batches of
+    decoded clips would not fit in memory (before any model loads or the output is locked)."""
+    infos = []
+    for path in paths:
+        try:
+            infos.append((path, probe_video(path, check_last=False)))
+        except VideoReadError:
+            continue  # counted as unreadable when evaluated
+    if not infos:
+        return
+    for t in frames:
+        short = sorted({i.num_frames for _, i in infos if i.num_frames < t})
+        if short:
+            k = sum(i.num_frames < t for _, i in infos)
+            _logger.warning('--frames %d: %d of %d clips hold fewer frames (%s frames): their frames repeat', t, k,
+                            len(infos), ', '.join(map(str, short[:8])) + (' ...' if len(short) > 8 else ''))
+    native = (max(i.height for _, i in infos), max(i.width for _, i in infos))
+    clip_memory_check(f'--frames {max(frames)} with -b {args.batch_size} (clips up to {native[0]}x{native[1]} px)',
+                      args.batch_size, max(frames), native, sizes, 'lower --frames or --batch-size')
 
 
 def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -92,7 +122,8 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     Raises:
         ValueError / FileNotFoundError / zoo.models.CheckpointMismatchError / zoo.errors.ZooError: user errors,
-            before any evaluation (an image model, frames not divisible by a tubelet, an output dir in use).
+            before any evaluation (an image model or a video-LLM, frames not divisible by a tubelet, an output dir
+            in use, batches of clips that would not fit in memory: zoo.datasets.video.VideoMemoryError).
     """
     args = build_frames_parser().parse_args(argv)
     check_common(args)
@@ -103,8 +134,11 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     frames, sizes = sorted(dict.fromkeys(args.frames)), sorted(dict.fromkeys(args.sizes))
     device = device_of(args)
     dtype = amp_dtype_of(args, device)
-    root = _eval_root(args)
-    classes = open_video_split(root, args.data_dir, args.max_per_class, args.class_map).classes
+    root = evaluation_root(args.data_dir, args.split, 'video')
+    _refuse_video_llms(args)
+    split = open_video_split(root, args.data_dir, args.max_per_class, args.class_map, args.allow_root)
+    classes = split.classes
+    _check_clips(args, [p for p, _ in split.samples], frames, sizes)
     models = with_strategies(_load_models(args, frames, sizes, classes, root), args.extrapolation)
     protocol = dict(data_root=root, num_classes=len(classes), frames=frames, sizes=sizes, batch_size=args.batch_size,
                     device=str(device), amp=dtype is not None, max_per_class=args.max_per_class, zero_shot=True,
@@ -114,8 +148,9 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
         t, s = cell['frames'], cell['size']
-        ds = configure_clips(open_video_split(root, args.data_dir, args.max_per_class, args.class_map), t, s,
-                             m.info['mean'], m.info['std'], train=False, cache_dir=cache)
+        ds = configure_clips(open_video_split(root, args.data_dir, args.max_per_class, args.class_map,
+                                              args.allow_root), t, s, m.info['mean'], m.info['std'], train=False,
+                             cache_dir=cache)
         out = evaluate_classifier(m, ds, dict(img_size=s, num_frames=t), args, device, dtype, task,
                                   collate_fn=collate_video_skip_bad, desc=f'{m.label} @ {t}f x {s}px')
         bad = out.pop('bad')

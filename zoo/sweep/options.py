@@ -23,7 +23,7 @@ from zoo.runs.options import amp_dtype, check_device, command_parser
 from .engine import Evaluate, Sweep, SweepModel
 
 __all__ = ['sweep_parser', 'run_sweep', 'frame_cache_dir', 'add_model_options', 'add_output_options', 'add_run_options',
-           'add_extrapolation_option', 'check_common',
+           'add_extrapolation_option', 'add_allow_root_option', 'clip_memory_check', 'check_common',
            'device_of', 'amp_dtype_of']
 
 
@@ -91,6 +91,29 @@ def add_run_options(p: argparse.ArgumentParser, amp: bool = True, workers: int =
     if amp:
         p.add_argument('--amp', action='store_true', help='autocast the forward (bfloat16 on CPU, float16 on CUDA)')
         p.add_argument('--amp-dtype', default=None, help='AMP dtype, float16 or bfloat16 (default: as --amp)')
+
+
+def add_allow_root_option(p: argparse.ArgumentParser) -> None:
+    """``--allow-root DIR`` (repeatable): folders that symlinks inside the data root may lead into."""
+    p.add_argument('--allow-root', action='append', default=[], metavar='DIR',
+                   help='a folder that symlinks inside the data root may lead into (repeatable; e.g. where a '
+                        'benchmark\'s videos really are); any other symlink out of the data root is skipped and named')
+
+
+def clip_memory_check(what: str, clips: int, frames: int, native: Tuple[int, int], sizes: Sequence[int],
+                      fix: str) -> None:
+    """Refuse, before any model loads or lock is taken, a sweep whose batches of decoded clips would not fit in the
+    available memory: per clip ``frames`` distinct frames at the ``native`` (height, width) at most, plus the
+    frames at the largest of ``sizes`` as uint8 and float32.
+
+    Raises:
+        zoo.datasets.video.VideoMemoryError: the estimate is above the available memory (the message gives both).
+    """
+    from zoo.datasets.video import check_memory
+    h, w = native
+    s = max(sizes)
+    per_frame = h * w * 3 + s * s * 3 + s * s * 3 * 4
+    check_memory(clips * frames * per_frame, what, fix)
 
 
 def add_extrapolation_option(p: argparse.ArgumentParser, grid: str = 'size') -> None:

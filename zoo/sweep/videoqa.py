@@ -41,7 +41,8 @@ from zoo.datasets.video import FrameCache, FrameSampling, VideoReadError, read_v
 from zoo.runs.models import load_video_llm, run_checkpoint, unique_labels
 from zoo.tasks.answers import fallback_choice, generate_answers, parse_choice
 from .engine import SweepModel
-from .options import check_common, device_of, frame_cache_dir, run_sweep, sweep_parser
+from .options import (add_allow_root_option, check_common, clip_memory_check, device_of, frame_cache_dir, run_sweep,
+                      sweep_parser)
 from .report import NIAH_TASK, videoqa_page
 
 
@@ -51,8 +52,14 @@ _logger = logging.getLogger('zoo.sweep')
 def _add_options(p: argparse.ArgumentParser) -> None:
     """The options of this sweep only (the shared ones: :func:`zoo.sweep.options.sweep_parser`)."""
     p.add_argument('--benchmark', required=True, help='benchmark reader (lmms-eval task name, e.g. mvbench)')
-    p.add_argument('--data-root', required=True, metavar='DIR', help='the benchmark\'s data root')
-    p.add_argument('--tasks', nargs='*', default=None, help='tasks to read (readers that have tasks; default all)')
+    p.add_argument('--data-root', required=True, metavar='DIR',
+                   help='the benchmark\'s data root (its layout per benchmark: below)')
+    p.add_argument('--tasks', nargs='*', default=None,
+                   help='tasks to read (mvbench, mlvu: JSON file stems; default all)')
+    p.add_argument('--split', default=None,
+                   help='the benchmark\'s split where it has several: nextqa_mc reads <root>/<split>.csv (val, test, '
+                        'train; default val), longvideobench <root>/lvb_<split>.json (val, test; default val)')
+    add_allow_root_option(p)
     p.add_argument('--frames', type=int, nargs='+', required=True, metavar='T', help='frames per clip to evaluate')
     p.add_argument('--sampling', default='uniform', choices=('uniform', 'fps'),
                    help='uniform: T frames at the segment midpoints (MVBench); fps: --fps frames per second, at most T')
@@ -72,12 +79,16 @@ def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
     frame sizes. Writes OUTPUT/results.csv, results.json, report.md, accuracy.png, vniah.png (when the benchmark has
     V-NIAH items) and manifest.json.
 
-    Example: zoo eval-video --benchmark mvbench --data-root data/vqa-eval --run runs/vlm/mrope_s0 --run
-    runs/vlm/videorope_s0 --frames 8 16 32 64 --output runs/eval-video. Benchmarks: mvbench, videomme, nextqa_mc,
-    mlvu, longvideobench, egoschema (zoo.datasets.videoqa.list_benchmarks()).
+    Example: zoo eval-video --benchmark mvbench --data-root data/vqa-eval --run runs/vlm/mrope --run
+    runs/vlm/videorope --frames 8 16 32 64 --output runs/eval-video. Benchmarks: mvbench, videomme, nextqa_mc,
+    mlvu, longvideobench, egoschema (zoo.datasets.videoqa.list_benchmarks()). Rows that cannot be used (a missing
+    video, an answer that is no option, a symlink out of the data root) are counted per reason in the report, never
+    fatal; --frames above a clip's length repeat its frames (logged once with the clip lengths).
     """
-    return sweep_parser(prog, build_video_parser.__doc__, 'eval-video', _add_options, 'zoo train-vlm',
-                        classifiers=False, amp=False, workers=1)
+    from zoo.datasets.videoqa import get_benchmark, list_benchmarks
+    layouts = ' '.join(f'{name}: {get_benchmark(name)[1]}.' for name in list_benchmarks())
+    return sweep_parser(prog, build_video_parser.__doc__ + f'\n    Layout under --data-root. {layouts}\n', 'eval-video',
+                        _add_options, 'zoo train-vlm', classifiers=False, amp=False, workers=1)
 
 
 class _CachedClips(Dataset):
@@ -86,6 +97,7 @@ class _CachedClips(Dataset):
     def __init__(self, records, sampling: FrameSampling, cache_size: int, cache_dir: str):
         self.records, self.sampling, self.size = list(records), sampling, cache_size
         self.cache = FrameCache(cache_dir)
+        self.short_logged = False  # clips shorter than the frame count: logged once per sweep
 
     def __len__(self) -> int:
         return len(self.records)
@@ -103,7 +115,7 @@ class _CachedClips(Dataset):
                         read_s=time.perf_counter() - t0, decoded=True)
         return dict(record=r, frames=clip.frames, indices=clip.indices.tolist(),
                     timestamps=[round(float(t), 4) for t in clip.timestamps], read_s=time.perf_counter() - t0,
-                    decoded=not cached)
+                    decoded=not cached, length=clip.decodable_frames or clip.num_frames)
 
 
 def _as_list(batch):
@@ -127,20 +139,23 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     check_common(args)
     if not args.run and not args.checkpoint:
         raise ValueError('no model given: pass --run DIR (a zoo train-vlm output dir) or --checkpoint PATH')
-    records, report = load_benchmark(args.benchmark, args.data_root, **({'tasks': args.tasks} if args.tasks else {}))
+    options = dict(**({'tasks': args.tasks} if args.tasks else {}), **({'split': args.split} if args.split else {}))
+    records, report = load_benchmark(args.benchmark, args.data_root, allow_roots=args.allow_root, **options)
     records = sorted(records, key=lambda r: r.id)[:args.max_items] if args.max_items else records
     if not records:
+        hint = report.hint()
         raise ValueError(f'{args.data_root!r} holds no usable {args.benchmark} question (skipped: '
-                         f'{dict(report.skipped) or "none"}); check --data-root and --tasks')
+                         f'{dict(report.skipped) or "none"}); ' + (hint or 'check --data-root and --tasks'))
+    _check_memory(args, records)
     models = _load_models(args)
     device = device_of(args)
     frames_list = sorted(dict.fromkeys(args.frames))
     plan = [(i, dict(frames=t, size=s)) for t in frames_list for i, m in enumerate(models)
             for s in sorted(dict.fromkeys(args.sizes or [m.info['train_size']]), reverse=True)]
     cache_size = max(c['size'] for _, c in plan)
-    protocol = dict(benchmark=args.benchmark, data_root=os.path.abspath(args.data_root), items=len(records),
-                    load_report=report.summary(), frames=frames_list, sizes=sorted({c['size'] for _, c in plan}),
-                    cache_size=cache_size,
+    protocol = dict(benchmark=args.benchmark, data_root=os.path.abspath(args.data_root), **options,
+                    items=len(records), load_report=report.summary(), frames=frames_list,
+                    sizes=sorted({c['size'] for _, c in plan}), cache_size=cache_size,
                     sampling='uniform, segment midpoints (MVBench)' if args.sampling == 'uniform' else
                     f'{args.fps:g} frames per second, at most the frame count (segment midpoints)',
                     resize=f'shorter side + centre crop to {cache_size} px (cached), then resized to each size',
@@ -166,6 +181,22 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         result = run_sweep('zoo eval-video', args, models, plan, evaluate, videoqa_page, protocol, base_row,
                            failed_row=dict(acc=float('nan'), n=0))
     return dict(result, predictions=result['extras'].get('predictions', []))
+
+
+def _check_memory(args, records) -> None:
+    """Refuse, before any model loads or the output is locked, a sweep whose batches of decoded clips would not fit
+    in memory (the first readable video gives the native frame size)."""
+    from zoo.datasets.video import probe_video
+    for r in records[:20]:
+        try:
+            info = probe_video(r.video, check_last=False)
+        except VideoReadError:
+            continue
+        sizes = list(args.sizes or [64])
+        clip_memory_check(f'--frames {max(args.frames)} with -b {args.batch_size} ({info.height}x{info.width} px '
+                          'videos)', args.batch_size, max(args.frames), (info.height, info.width), sizes,
+                          'lower --frames or --batch-size')
+        return
 
 
 def _load_models(args) -> List[SweepModel]:
@@ -201,6 +232,7 @@ def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips
     frame_log: Dict[str, Any] = {}
     unreadable: Dict[str, str] = {}
     decoded = read_s = decode_s = model_s = 0.0
+    short: Dict[str, int] = {}
     t_start = time.perf_counter()
     try:
         model.to(device)
@@ -217,6 +249,8 @@ def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips
                     unreadable[it['record'].video] = it['error']
                     continue
                 frame_log.setdefault(it['record'].id, dict(indices=it['indices'], timestamps=it['timestamps']))
+                if it['length'] < frames:
+                    short[it['record'].video] = it['length']
                 good.append(it)
             if not good:
                 continue
@@ -234,6 +268,11 @@ def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips
                                   **{k: r.extra[k] for k in ('length', 'depth') if k in r.extra}))
     finally:
         model.to('cpu')
+    if short and not ds.short_logged:
+        ds.short_logged = True
+        lengths = sorted(set(short.values()))
+        _logger.warning('--frames %d: %d of %d videos hold fewer frames (%s frames): their frames repeat', frames,
+                        len(short), len(ds), ', '.join(map(str, lengths[:8])) + (' ...' if len(lengths) > 8 else ''))
     row = _accuracy_row(pd.DataFrame(preds))
     row.update(unreadable=len(ds) - row['n'], decoded=int(decoded), read_s=round(read_s, 3),
                decode_s=round(decode_s, 3), model_s=round(model_s, 3), wall_s=round(time.perf_counter() - t_start, 3))
