@@ -35,6 +35,9 @@ def create_zoo_model(name: str, model_kwargs: Optional[Dict[str, Any]] = None, i
     Raises:
         ValueError: unknown model name, contradicting sizes, or options the model rejects.
     """
+    if is_video_llm(name):
+        raise ValueError(f'{name} is a video-LLM, not a classifier: train it with zoo train-vlm and score it with zoo '
+                         'eval-video (zoo.create_video_llm builds it in Python)')
     if not timm.is_model(name):
         raise ValueError(f'unknown model {name!r} (`zoo list` shows the registered names){_suggest(name)}')
     kwargs = dict(model_kwargs or {})
