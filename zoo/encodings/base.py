@@ -122,6 +122,15 @@ class Positions:
             raise ValueError(f'{encoding} is a 2D encoding and needs a (1, H, W) patch grid, got grid={self.grid}')
         return self.grid[1], self.grid[2]
 
+    def grid_of(self, encoding: str, video: bool) -> Tuple[int, ...]:
+        """The grid an encoding works on: ``(T, H, W)`` for a 3D (video) encoding, ``(H, W)`` for a 2D one
+        (:meth:`hw_2d`); ValueError naming ``encoding`` for explicit ids."""
+        if not video:
+            return self.hw_2d(encoding)
+        if self.grid is None:
+            raise ValueError(f'{encoding} needs a patch grid (Positions.grid), not explicit ids')
+        return tuple(self.grid)
+
     @property
     def grid_patches(self) -> int:
         """Cells of the full grid ``T * H * W``."""

@@ -106,12 +106,7 @@ class LearnableFourierPE(PosEncoding):
         return out if coords is not None else out.unsqueeze(0)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        if self.video:
-            if pos.grid is None:
-                raise ValueError('fourier needs a patch grid (Positions.grid), not explicit ids')
-            size = tuple(pos.grid)
-        else:
-            size = pos.hw_2d('fourier')
+        size = pos.grid_of('fourier', self.video)
         coords = None
         if self.training and self.random_positions.active:  # per-sample random coordinates
             coords = self.random_positions.draw(size if self.video else (1, *size), x.shape[0], x.device)

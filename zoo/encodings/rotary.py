@@ -110,8 +110,8 @@ class RoPEAxial(PosEncoding):
             ``strategy``, ``train_grid``, ``alpha``, ``beta`` (:mod:`zoo.encodings.extrapolation`); per axis, the
             bands of the column (row) pairs scale with the column (row) factor.
         p_rope: p-RoPE's fraction of each axis's bands that rotate (the highest frequencies); 1 = plain RoPE.
-        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
-            random (row, col) coordinates in training; the integer grid in eval.
+        random_positions: randomized (row, col) coordinates in training (:mod:`zoo.encodings.randomized`: ``None``,
+            ``'subset'``, ``'cape'`` or a dict); the integer grid in eval.
     """
     family = 'RoPE-Axial'
     adaptation = 'RoPE extrapolated on integer patch positions'
@@ -302,12 +302,7 @@ class RoPEMixed(PosEncoding):
         return [RotaryTerm.from_angles(a, num_prefix_tokens, scale=scale) for a in angles.unbind(1)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
-        if self.video:
-            if pos.grid is None:
-                raise ValueError('rope_mixed needs a patch grid (Positions.grid), not explicit ids')
-            grid = tuple(pos.grid)
-        else:
-            grid = pos.hw_2d('rope_mixed')
+        grid = pos.grid_of('rope_mixed', self.video)
         npt = pos.num_prefix_tokens
         if self.training and self.random_positions.active:  # per-sample random coordinates
             coords = self.random_positions.draw(grid if self.video else (1, *grid), pos.draw_batch, device)
