@@ -185,6 +185,8 @@ def test_result_set_manifest_detects_a_cut_update(images, tmp_path):
     out = tmp_path / 'm'
     eval_resolution(_argv('resolution', data, ckpt, out)[1:])
     manifest = json.load(open(out / 'manifest.json'))
+    modes = {name: os.stat(out / name).st_mode & 0o777 for name in manifest['files']}
+    assert len(set(modes.values())) == 1 and modes['report.md'] & 0o044, modes  # not private temp-file modes
     assert {'results.csv', 'results.json', 'report.md', 'scaling.png', 'heatmap.png'} <= set(manifest['files'])
     assert manifest['status'] == dict(done=4, total=4, failed=0, complete=True)
     with open(out / 'report.md', 'a') as f:  # as if a kill fell between two renames of an update
