@@ -173,12 +173,18 @@ def test_image_folder_commands_and_the_video_models_snippet(inside):
 
 
 @pytest.mark.slow
-def test_video_folder_commands(inside):
-    n, text = block('zoo make-videos')
+@pytest.mark.parametrize('first,report,labels', [
+    ('zoo make-videos', 'runs/eval-frames/report.md', ('rope3d', 'sincos')),
+    ('zoo make-videoqa --output data/vqa-train', 'runs/eval-video/report.md', ('mrope', 'videorope'))],
+    ids=['video-folders', 'video-qa'])
+def test_video_commands(inside, first, report, labels):
+    """The video-folder commands (make-videos, two trainings, eval-frames) and the video-QA commands (questions,
+    two train-vlm runs, eval-video): the evaluation reports both runs the README trains."""
+    n, text = block(first)
     for cmd in commands(text):
         run(cmd, inside)
-    report = (inside / 'runs' / 'eval-frames' / 'report.md').read_text()
-    assert 'rope3d' in report and 'sincos' in report
+    text = (inside / report).read_text()
+    assert all(label in text for label in labels)
 
 
 @pytest.mark.slow
@@ -188,12 +194,3 @@ def test_video_llm_snippet(inside):
     assert make == [['zoo', 'make-videoqa', '--output', 'vqa', '--size', '64']]  # the clip the snippet reads
     run(make[0], inside)
     exec_block(n, text)
-
-
-@pytest.mark.slow
-def test_video_qa_commands(inside):
-    n, text = block('zoo make-videoqa --output data/vqa-train')
-    for cmd in commands(text):
-        run(cmd, inside)
-    report = (inside / 'runs' / 'eval-video' / 'report.md').read_text()
-    assert 'mrope' in report and 'videorope' in report

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -74,29 +74,29 @@ def parse_choice(text: str, options: Sequence[str]) -> Optional[int]:
         k = exact(body)
         if k is not None:
             return k
-    m = _ALONE.match(s)
-    if m:
-        return _letter(m.group(1), n)
-    m = _AFTER_CUE.search(s)
-    if m:
-        return _letter(m.group(1) or m.group(2), n)
-    found = {_letter(t, n) for t in _PAREN.findall(s)}
-    if len(found) == 1:
-        return found.pop()
-    if len(found) > 1:
-        return None
-    m = _LEAD_CLOSED.match(s)
-    if m:
-        return _letter(m.group(1), n)
-    m = _LEAD_WORD.match(s)
-    if m:
-        k = _letter(m.group(1), n)
-        if k is not None and (m.group(1).lower() not in 'ai' or exact(m.group(2)) == k):
+
+    def letter(pattern: re.Pattern, anywhere: bool = False) -> Tuple[bool, Optional[int]]:
+        m = pattern.search(s) if anywhere else pattern.match(s)
+        return (True, _letter(next(g for g in m.groups() if g), n)) if m else (False, None)
+
+    def in_parentheses() -> Tuple[bool, Optional[int]]:
+        found = {_letter(t, n) for t in _PAREN.findall(s)}
+        return (bool(found), found.pop() if len(found) == 1 else None)  # several different: ambiguous
+
+    def leading_word() -> Tuple[bool, Optional[int]]:
+        m = _LEAD_WORD.match(s)
+        k = _letter(m.group(1), n) if m else None
+        ok = k is not None and (m.group(1).lower() not in 'ai' or exact(m.group(2)) == k)
+        return ok, k if ok else None
+
+    def index() -> Tuple[bool, Optional[int]]:
+        m = _INDEX.match(s)
+        return (True, int(m.group(1)) if int(m.group(1)) < n else None) if m else (False, None)
+
+    for hit, k in (letter(_ALONE), letter(_AFTER_CUE, anywhere=True), in_parentheses(), letter(_LEAD_CLOSED),
+                   leading_word(), index()):
+        if hit:
             return k
-    m = _INDEX.match(s)
-    if m:
-        k = int(m.group(1))
-        return k if k < n else None
     low = ' ' + re.sub(r'[^\w]+', ' ', s.lower()) + ' '
     hits = [i for i, o in enumerate(opts) if o and ' ' + re.sub(r'[^\w]+', ' ', o).strip() + ' ' in low]
     hits = [i for i in hits if not any(j != i and opts[i] in opts[j] for j in hits)]
