@@ -315,7 +315,7 @@ def test_bad_checkpoint_files(run, data, tmp_path, capsys):
                      ['eval-resolution', '--checkpoint', str(path), '--data-dir', data, '--sizes', '32',
                       '--output', str(tmp_path / 'ev')]):
             err = _err(capsys, argv)
-            assert 'is not a torch checkpoint (empty, truncated or another format)' in err, err
+            assert 'is not a torch checkpoint (' in err and ('empty' in err or 'another format' in err), err
     err = _err(capsys, ['eval-resolution', '--checkpoint', str(unsafe), '--data-dir', data, '--sizes', '32',
                         '--output', str(tmp_path / 'ev')])
     assert 'refused for safety' in err and 'weights_only=False' not in err
