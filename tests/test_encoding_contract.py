@@ -489,6 +489,30 @@ def test_post_softmax_multiplier_matches_a_hand_computation_and_leaves_sdpa():
     assert (plain - want).abs().max() > 1e-2
 
 
+class _AddInput(AttnTerm):
+    """Toy input term: ``e`` added to the attention's input tokens before the q/k/v projection (LaPE's hook)."""
+    tensor_fields = ('e',)
+
+    def __init__(self, e):
+        self.e = e
+
+    def transform_input(self, x):
+        return x + self.e
+
+
+@pytest.mark.parametrize('fused', [True, False])
+def test_input_term_matches_a_hand_computation(fused):
+    """``transform_input``: q, k and v are all projected from ``x + e``; the output is ``attn(x + e)``, not ``x``'s."""
+    attn = _toy_attention(3)
+    attn.fused_attn = fused
+    x, e = torch.randn(2, _L, _H * _D), torch.randn(1, _L, _H * _D)
+    q, k, v = _qkv(attn, x + e)
+    want = _finish(attn, ((q @ k.transpose(-2, -1)) * _D ** -0.5).softmax(-1) @ v)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, _AddInput(e)), want.detach(), atol=1e-5, rtol=1e-5)
+        assert (attn(x) - want).abs().max() > 1e-2
+
+
 @pytest.mark.parametrize('causal', [False, True])
 def test_blocked_bias_matches_the_whole_bias(causal):
     """A term with query_block gets its bias per block of queries (never whole) on the fused path, and the output

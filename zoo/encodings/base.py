@@ -207,6 +207,7 @@ class AttnTerm:
     q, k, v are ``(B, heads, L, head_dim)`` (k and v may have fewer heads before grouped-query attention repeats
     them). Subclasses override only what they need; the defaults contribute nothing. The order inside the attention:
 
+    0. ``transform_input(x)`` on the layer's input tokens, before the q/k/v projection;
     1. ``rotate(q, k)`` and ``transform_values(v)`` (each token at its own position, before a KV cache append);
     2. ``bias(q, k, scale)``, added to ``scale * q @ k^T`` (merged with the padding / causal masks into SDPA's
        ``attn_mask``), or, when ``query_block`` is set, ``bias_rows`` for each block of queries;
@@ -232,6 +233,11 @@ class AttnTerm:
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Return rotated ``(q, k)``, out of place. Prefix tokens are handled by the term (identity rows)."""
         return q, k
+
+    def transform_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention's input tokens ``(B, L, C)`` (after the block's norm) transformed before the q/k/v
+        projection, out of place (LaPE: the layer's normalised PE added). ``L`` is the tokens of this forward."""
+        return x
 
     def transform_values(self, v: torch.Tensor) -> torch.Tensor:
         """Values ``(B, kv_heads, L, head_dim)`` transformed before attention (GTA: each token's group element),

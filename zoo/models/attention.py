@@ -95,8 +95,9 @@ def build_attn_mask(bias: Optional[torch.Tensor], key_mask: Optional[torch.Tenso
 class Attention(nn.Module):
     """Multi-head self-attention that consults an optional :class:`AttnTerm` from the position encoding.
 
-    Order: project q, k, v -> optional q/k norm -> ``term.rotate`` and ``term.transform_values`` -> KV cache append ->
-    ``term.bias`` -> SDPA with bias, padding and causal masks merged into ``attn_mask`` -> ``term.transform_output``.
+    Order: ``term.transform_input`` -> project q, k, v -> optional q/k norm -> ``term.rotate`` and
+    ``term.transform_values`` -> KV cache append -> ``term.bias`` -> SDPA with bias, padding and causal masks merged
+    into ``attn_mask`` -> ``term.transform_output``.
     The explicit path (``term.needs_attn_weights``, or timm's fused attention switched off) multiplies the
     post-softmax weights by ``term.attn_multiplier`` and adds ``term.value_term(attn)``. With ``term.query_block`` set
     (and more queries than that), the fused path runs one SDPA call per block of queries with the bias rows of that
@@ -151,6 +152,8 @@ class Attention(nn.Module):
         """
         B, N, _ = x.shape
         hq, hkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        if term is not None:
+            x = term.transform_input(x)
         qkv = self.qkv(x).reshape(B, N, hq + 2 * hkv, hd).transpose(1, 2)
         q, k, v = qkv.split([hq, hkv, hkv], dim=1)
         q, k = self.q_norm(q), self.k_norm(k)
