@@ -15,6 +15,27 @@ with a needle frame (a large coloured shape on a plain background) replacing the
 ``length``, ``depth``, ``needle_start`` / ``needle_end`` (frame indices) and ``needle_time`` (seconds). To see the
 needle for sure, sample every frame (``FrameSampling('stride', length)``).
 
+The four tasks above are kept as they were (old data folders load and new ones come out the same), but at 8 training
+frames out of 32 they are hard or impossible to learn for a tiny model: a ``counting`` flash lasts 2 raw frames while
+8-frame sampling takes 1 in 4, ``event_order`` and ``motion_direction`` shuffle their options, and the objects are
+smaller than one merged tower token. The diagnostic tasks (``DIAGNOSTIC_TASKS``) are built so that a tiny video-LLM
+can learn them and a position encoding is what separates them:
+
+* ``object_colour``: the sanity gate, no time involved. A large square of one of 4 colours is on screen in every
+  frame; what colour is it? Options in the fixed order red, green, blue, yellow.
+* ``flash_position``: absolute time. A large square is shown in exactly one of ``blocks`` equal, consecutive blocks
+  of raw frames; in which block ("in the first quarter" ... "in the last quarter" for 4 blocks)? Options in block
+  order.
+* ``flash_order``: relative time. A red and a blue square are each shown in one block (different blocks, equal
+  on-screen time); which appeared first? Options always ``the red square``, ``the blue square``.
+
+Their objects are squares of side ``size / 2`` (16 px at 32 px frames: at least one merged token of a tower with
+8-px patches and a 2x2 merge) on a plain grey background, at a random place. With ``blocks`` set to the tower's
+temporal patches at the training frame count (8 frames / 2-frame tubelets = 4, the default) every block is one
+temporal patch, and every event is visible in any uniform sampling of ``num_frames / blocks`` or more frames, random
+segment offsets included. Each item records ``events``: one ``[start, end)`` raw-frame range per shown square.
+Training uses a fixed option order; a shuffled-option variant would be a separate task name.
+
 Layout (read by ``load_benchmark('mvbench', out)``): ``<out>/json/<task>.json`` and ``<out>/video/<task>/*.mp4``,
 plus ``<out>/meta.json``. Every clip has its own generator seeded by ``(seed, task, index)``.
 """
@@ -36,10 +57,14 @@ from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, che
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['TASKS', 'make_videoqa', 'main']
+__all__ = ['TASKS', 'DIAGNOSTIC_TASKS', 'make_videoqa', 'main']
 
 TASKS = ('event_order', 'motion_direction', 'counting', 'temporal_position')
-_ALL = TASKS + ('vniah',)
+DIAGNOSTIC_TASKS = ('object_colour', 'flash_position', 'flash_order')
+_ALL = TASKS + ('vniah',) + DIAGNOSTIC_TASKS
+_DEFAULT = TASKS + ('vniah',)
+_GREY = 128
+_ORDINALS = ('first', 'second', 'third', 'fourth', 'fifth', 'sixth', 'seventh', 'eighth')
 
 
 def _obj(rng: np.random.Generator, exclude: Optional[Tuple[str, str]] = None) -> Tuple[str, str]:
@@ -126,6 +151,59 @@ def _procedural(task: str, frames: np.ndarray, rng: np.random.Generator) -> Tupl
     raise ValueError(f'unknown task {task!r}; tasks are {", ".join(_ALL)}')
 
 
+def block_names(blocks: int) -> List[str]:
+    """The options of ``flash_position``: ``'in the first quarter'`` ... for 4 blocks, else ``'in the first part'``
+    ... (``'in the last ...'`` for the final block)."""
+    unit = {2: 'half', 3: 'third', 4: 'quarter'}.get(blocks, 'part')
+    return [f'in the {"last" if k == blocks - 1 else _ORDINALS[k]} {unit}' for k in range(blocks)]
+
+
+def _diagnostic(task: str, num_frames: int, size: int, blocks: int,
+                rng: np.random.Generator) -> Tuple[np.ndarray, str, List[str], str, Dict]:
+    """A diagnostic item: frames ``(num_frames, size, size, 3)`` uint8 on grey, question, candidates (fixed order),
+    answer and extras (``events``: ``[start, end)`` raw frames per shown square; ``blocks``, ``block_len``)."""
+    frames = np.full((num_frames, size, size, 3), _GREY, dtype=np.uint8)
+    block_len = num_frames // blocks
+    r = size / 4 / 0.85  # shape_mask's square is |dx| <= 0.85 r: side size / 2
+
+    def place() -> Tuple[float, float]:
+        return float(rng.uniform(size / 4, 3 * size / 4)), float(rng.uniform(size / 4, 3 * size / 4))
+
+    def show(colour: str, block: int) -> List[int]:
+        cx, cy = place()
+        mask = shape_mask('square', size, cx, cy, r)
+        start, end = block * block_len, (block + 1) * block_len
+        for f in frames[start:end]:
+            paint(f, mask, COLORS[colour])
+        return [start, end]
+
+    extra: Dict = dict(blocks=blocks, block_len=block_len)
+    if task == 'object_colour':
+        cands = list(COLORS)
+        colour = cands[int(rng.integers(len(cands)))]
+        cx, cy = place()
+        mask = shape_mask('square', size, cx, cy, r)
+        for f in frames:
+            paint(f, mask, COLORS[colour])
+        return frames, 'What colour is the square?', cands, colour, dict(extra, events=[[0, num_frames]])
+    if task == 'flash_position':
+        colour = list(COLORS)[int(rng.integers(len(COLORS)))]
+        block = int(rng.integers(blocks))
+        cands = block_names(blocks)
+        ev = show(colour, block)
+        return (frames, f'When is the {colour} square shown in the video?', cands, cands[block],
+                dict(extra, events=[ev]))
+    if task == 'flash_order':
+        first, second = sorted(rng.choice(blocks, size=2, replace=False).tolist())
+        red_first = bool(rng.integers(2))
+        ev_red = show('red', first if red_first else second)
+        ev_blue = show('blue', second if red_first else first)
+        cands = ['the red square', 'the blue square']
+        return (frames, 'Which square appeared first, the red one or the blue one?', cands,
+                cands[0 if red_first else 1], dict(extra, events=[ev_red, ev_blue]))
+    raise ValueError(f'unknown diagnostic task {task!r}; diagnostic tasks are {", ".join(DIAGNOSTIC_TASKS)}')
+
+
 def _haystack_pool(clips_dir: Optional[str], size: int, fps: float, max_frames: int) -> np.ndarray:
     """Frames of the real clips, sampled at ``fps`` and resized, concatenated: ``(N, size, size, 3)`` uint8."""
     from .video import FrameSampling, VideoReadError, read_video
@@ -150,10 +228,10 @@ def _needle(size: int, o: Tuple[str, str]) -> np.ndarray:
 
 
 def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, size: int = 64, seed: int = 0,
-                 clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, fps: int = 8, tasks: Sequence[str] = _ALL,
+                 clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, fps: int = 8, tasks: Sequence[str] = _DEFAULT,
                  niah_lengths: Sequence[int] = (32, 64, 128),
                  niah_depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
-                 niah_per_cell: int = 2, needle_span: int = 1, haystack_fps: float = 2.0,
+                 niah_per_cell: int = 2, needle_span: int = 1, haystack_fps: float = 2.0, blocks: int = 4,
                  progress: bool = True) -> Dict:
     """Write the synthetic video-QA set.
 
@@ -165,19 +243,21 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         seed: base seed.
         clips_dir: real clips for backgrounds and haystacks (missing: generated ones, with a warning).
         fps: frame rate of the procedural clips.
-        tasks: subset of ``TASKS + ('vniah',)``.
+        tasks: subset of ``TASKS + ('vniah',) + DIAGNOSTIC_TASKS`` (default: ``TASKS + ('vniah',)``).
         niah_lengths: haystack lengths in frames.
         niah_depths: needle depths in ``[0, 1]``.
         niah_per_cell: V-NIAH items per (length, depth).
         needle_span: frames the needle occupies.
         haystack_fps: rate at which haystack frames are taken from the real clips, and written.
+        blocks: temporal blocks of the diagnostic tasks (a divisor of ``num_frames``): the tower's temporal patches
+            at the training frame count, e.g. 4 for 8 frames and 2-frame tubelets.
         progress: show a tqdm bar.
 
     Returns:
         The metadata written to ``<out_dir>/meta.json``.
 
     Raises:
-        ValueError: bad counts, sizes, depths or task names.
+        ValueError: bad counts, sizes, depths, blocks or task names.
     """
     bad = [t for t in tasks if t not in _ALL]
     if bad or not tasks:
@@ -187,6 +267,11 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
     if num_frames < 12:
         raise ValueError(f'--frames must be >= 12 for the temporal tasks, got {num_frames}')
     check_size(size)
+    diagnostic = [t for t in tasks if t in DIAGNOSTIC_TASKS]
+    if diagnostic and not (2 <= blocks <= len(_ORDINALS) and num_frames % blocks == 0):
+        raise ValueError(f'--blocks must be 2-{len(_ORDINALS)} and divide --frames {num_frames} for the diagnostic '
+                         f'tasks, got {blocks}; use the tower\'s temporal patches at the training frame count '
+                         '(8 frames / 2-frame tubelets = 4)')
     if needle_span < 1 or any(int(L) < needle_span + 1 for L in niah_lengths) or not niah_lengths:
         raise ValueError(f'--niah-lengths must be > needle span {needle_span} frames, got {list(niah_lengths)}')
     if not niah_depths or any(not 0.0 <= float(d) <= 1.0 for d in niah_depths):
@@ -197,7 +282,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         jobs += [('vniah', i, dict(length=int(L), depth=float(d)))
                  for i, (L, d, _) in enumerate((L, d, k) for L in niah_lengths for d in niah_depths
                                                for k in range(niah_per_cell))]
-    segs = background_segments(clips_dir, size, num_frames + 8, seed=seed) if set(tasks) - {'vniah'} else []
+    segs = background_segments(clips_dir, size, num_frames + 8, seed=seed) if set(tasks) & set(TASKS) else []
     pool = _haystack_pool(clips_dir, size, haystack_fps, max(niah_lengths)) if 'vniah' in tasks else None
     items: Dict[str, List[Dict]] = {t: [] for t in tasks}
     for task, i, cell in tqdm(jobs, desc='make-videoqa', unit='clip', disable=not progress):
@@ -219,6 +304,10 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
                          needle_time=round(p / haystack_fps, 3), fps=haystack_fps,
                          question_type='colour' if ask_colour else 'shape')
             write_fps = haystack_fps
+        elif task in DIAGNOSTIC_TASKS:
+            frames, q, cands, ans, extra = _diagnostic(task, num_frames, size, blocks, rng)
+            extra = dict(extra, fps=fps)
+            write_fps = fps
         else:
             frames = pick_background(segs, num_frames, rng)
             q, cands, ans, extra = _procedural(task, frames, rng)
@@ -237,7 +326,8 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
     meta = dict(generator='zoo.datasets.synthetic_videoqa', format='mvbench', tasks=list(tasks),
                 items={t: len(v) for t, v in items.items()}, num_frames=num_frames, size=size, fps=fps, seed=seed,
                 niah_lengths=[int(x) for x in niah_lengths], niah_depths=[float(x) for x in niah_depths],
-                niah_per_cell=niah_per_cell, needle_span=needle_span, haystack_fps=haystack_fps)
+                niah_per_cell=niah_per_cell, needle_span=needle_span, haystack_fps=haystack_fps,
+                **(dict(blocks=blocks) if diagnostic else {}))
     return write_meta(out_dir, meta, clips_dir, t0)
 
 
@@ -246,7 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
                          'questions and V-NIAH on real clips.', 'json/ and video/',
                          ('num_per_task', 'items per procedural task'), 'frames per procedural clip',
                          'frame rate of the procedural clips', 'backgrounds and haystacks')
-    p.add_argument('--tasks', nargs='+', default=list(_ALL), choices=list(_ALL), help='tasks to write (default all)')
+    p.add_argument('--tasks', nargs='+', default=list(_DEFAULT), choices=list(_ALL),
+                   help=f'tasks to write (default {" ".join(_DEFAULT)}); the diagnostic tasks '
+                   f'{", ".join(DIAGNOSTIC_TASKS)} are learnable at 8 of 32 frames (see the module docstring)')
+    p.add_argument('--blocks', type=int, default=4,
+                   help='temporal blocks of the diagnostic tasks: the tower\'s temporal patches at the training '
+                   'frame count (default 4 = 8 frames / 2-frame tubelets); must divide --frames')
     p.add_argument('--niah-lengths', type=int, nargs='+', default=[32, 64, 128], help='haystack lengths in frames')
     p.add_argument('--niah-depths', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0],
                    help='needle depths in [0, 1]')
