@@ -30,9 +30,12 @@ N = 120  # frames per synthetic clip
 def fresh_state(monkeypatch, tmp_path):
     """Each test starts with no verdict in memory or on disk."""
     monkeypatch.setenv('ZOO_VIDEO_INDEX_CACHE', str(tmp_path / 'index-cache'))
-    for d in (video_streams._INDEX_CACHE, video_streams._VERDICTS, video_streams._REFERENCE, video_streams._DECODABLE):
+    for d in (video_streams._INDEX_CACHE, video_streams._VERDICTS, video_streams._DECODABLE):
         d.clear()
     video_streams._NO_SEEK.clear()
+    video_streams._PYAV_INDEX.clear()
+    video_streams._HANDOFF.clear()
+    video_streams._REFERENCE.clear()
     video_streams._WARNED.clear()
 
 

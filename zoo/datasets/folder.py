@@ -152,8 +152,9 @@ class SafeFolderMixin:
                 f'no {files} in {root!r}: expected {root}/<class name>/<{self.kind}> with extensions '
                 f'{", ".join(extensions)} ({e})') from None
         kept, outside = [], []
+        prefix = os.path.join(root, '')
         for p, t in self.samples:
-            if _hidden(os.path.relpath(p, root)):
+            if _hidden(p[len(prefix):] if p.startswith(prefix) else os.path.relpath(p, root)):
                 continue
             (kept if inside_any(p, self.allowed_roots) else outside).append((p, t))
         self.outside.extend(p for p, _ in outside)

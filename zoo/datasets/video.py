@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from zoo.errors import ZooError
-from .video_streams import (COUNTS, FramesNotDecodable, VideoReadError, _one_line, count_decodable, known_decodable,
-                            read_frames, stream_index, video_backend)
+from .video_streams import (COUNTS, FramesNotDecodable, IndexReplaced, VideoReadError, _one_line, count_decodable,
+                            known_decodable, read_frames, stream_index, video_backend)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -276,13 +276,18 @@ def probe_video(path: str, check_last: bool = True) -> VideoInfo:
         VideoReadError: missing, undecodable, zero frames, truncated (fewer frames than the header says, or with
             ``check_last`` a first or last frame that does not decode).
     """
-    index = stream_index(path)
-    n = index.num_frames
-    if index.cut:
-        raise VideoReadError(path, 'truncated', index.cut)
-    if check_last:
+    for attempt in (0, 1):
+        index = stream_index(path)
+        n = index.num_frames
+        if index.cut:
+            raise VideoReadError(path, 'truncated', index.cut)
+        if not check_last:
+            break
         try:
             _decode(path, index, np.array(sorted({0, n - 1})))
+            break
+        except IndexReplaced:  # decord's own index failed its check: PyAV's replaces it
+            continue
         except FramesNotDecodable as e:
             raise VideoReadError(path, 'truncated', f'the stream holds {n} frames, frame {e.first} does not decode '
                                  f'({e.detail})') from None
@@ -438,6 +443,21 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
         hit = cache.get(key, path)
         if hit is not None:
             return hit
+    state = generator.bit_generator.state if generator is not None else None
+    try:
+        clip = _read(path, sampling, start, end, size, generator, on_truncated)
+    except IndexReplaced:  # decord's own index failed its check on this file: sample again on PyAV's index
+        if state is not None:
+            generator.bit_generator.state = state  # the same random draws as a read that never saw decord's index
+        clip = _read(path, sampling, start, end, size, generator, on_truncated)
+    if key is not None:
+        cache.put(key, clip)
+    return clip
+
+
+def _read(path: str, sampling: FrameSampling, start: Optional[float], end: Optional[float], size: SizeLike,
+          generator: Optional[np.random.Generator], on_truncated: str) -> VideoClip:
+    """:func:`read_video` past the cache: index, sample, check the memory, decode, resize."""
     index = stream_index(path)
     n, fps = index.num_frames, index.fps
     if index.cut and on_truncated == 'error':
@@ -476,11 +496,8 @@ def read_video(path: str, sampling: FrameSampling, *, start: Optional[float] = N
     frames = resize_frames(torch.from_numpy(arr), size)
     if len(unique) != len(idx) or np.any(unique != idx):
         frames = frames[torch.from_numpy(np.searchsorted(unique, idx))]
-    clip = VideoClip(frames=frames, indices=torch.from_numpy(idx), timestamps=torch.from_numpy(index.times[idx]),
+    return VideoClip(frames=frames, indices=torch.from_numpy(idx), timestamps=torch.from_numpy(index.times[idx]),
                      fps=fps, num_frames=n, decodable_frames=decodable, path=path, timestamps_ok=index.timestamps_ok)
-    if key is not None:
-        cache.put(key, clip)
-    return clip
 
 
 def _read_checked(path: str, index, idx: np.ndarray, size: SizeLike) -> Tuple[np.ndarray, np.ndarray]:

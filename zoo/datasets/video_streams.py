@@ -1,5 +1,5 @@
-"""What a video file holds and how its frames are decoded exactly: the stream index (PyAV, no decoding), true
-timestamps, the exact PyAV decoder, and decord's fast reads, verified once per file.
+"""What a video file holds and how its frames are decoded exactly: the stream index, true timestamps, the exact
+PyAV decoder, and decord's fast reads, verified once per file.
 
 Why: decord's seeking is known to return frames other than the ones asked for in some codec / container
 combinations (decord issues #54, #195, #325, #365: HEVC with open GOPs near keyframes, MPEG-4 Part 2 in AVI, H.264 in
@@ -8,25 +8,26 @@ frames without timestamps; and it loops forever on some files whose header over-
 
 What this module does about it:
 
-* :func:`stream_index` demuxes the video stream once (packets only, no decoding; a few ms for a 10 s clip) and keeps,
-  per file: the number of frames (packets with data), the header's count, whether the file was cut short, the
+* :func:`stream_index` keeps, per file: the number of frames, the header's count, whether the file was cut short, the
   presentation timestamps in display order, the keyframes and the codec. Frame ``i`` is the ``i``-th frame in
-  presentation order.
+  presentation order. With decord in use the index is decord's own (it reads every packet when it opens a file),
+  taken only when its numbers pass the checks; else a PyAV demux pass (packets only, no decoding) makes it.
 * Timestamps are checked (present, strictly increasing, a span that agrees with the frame rate within a factor of
   10); unusable ones are replaced by ``index / fps``, logged once per file and counted in :data:`COUNTS`.
 * :func:`decode_exact` decodes with PyAV: it seeks to the keyframe before each needed range and identifies every
-  decoded frame by its timestamp (exact by construction), or, in a file without usable timestamps, decodes in order
-  from the start (the ``i``-th decoded frame is frame ``i``).
+  decoded frame by its timestamp (exact by construction), or, in a file without usable timestamps or where seeking
+  lands wrong, decodes in order from the start (the ``i``-th decoded frame is frame ``i``).
 * :func:`read_frames` uses decord where it is installed (``ZOO_VIDEO_BACKEND=pyav`` turns it off), but trusts it
-  with a file only after a check, done once per file (real path, size, mtime) and remembered for the process: the
-  frame count and every frame time decord reports must equal the index's, and the frames decord returns at a
-  keyframe and the two frames after it (read in the same batch as the request, so they cost decord nothing) must
-  equal the exact decoder's. A file that fails the check is read with :func:`decode_exact` from then on, with one
-  warning naming the file and the reason. decord's own log lines (C++, written to file descriptor 2) are caught and
-  logged at debug level instead of leaking into the output.
+  with a file only after a check, done once per file (real path, size, mtime): the frames decord returns at a
+  keyframe and the two frames after it (the keyframe before a requested frame: decord decodes them anyway in the same
+  batch) must equal the exact decoder's, and on a PyAV index decord's count and every frame time must equal it. A file
+  that fails is indexed again with PyAV (:class:`IndexReplaced`: the request is sampled again) and read with
+  :func:`decode_exact` from then on, with one warning naming the file and the reason. Indexes and verdicts are kept in
+  the process and on disk (:func:`index_cache_dir`), so new processes (DataLoader workers) do not check again.
+  decord's own log lines (C++, written to file descriptor 2) are caught and logged at debug level.
 
-Both backends give the same frames for the same request; the check costs one PyAV seek and about three decoded
-frames per file (see ``docs/video_input.md`` for the measured overhead).
+Both backends give the same frames for the same request; the check costs one PyAV open, one seek and about three
+decoded frames per file (measured in ``docs/video_input.md``).
 """
 from __future__ import annotations
 
@@ -42,15 +43,15 @@ from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['VideoReadError', 'StreamIndex', 'stream_index', 'decode_exact', 'read_frames', 'count_decodable',
-           'known_decodable', 'index_cache_dir',
-           'video_backend', 'verdict', 'COUNTS', 'FramesNotDecodable']
+__all__ = ['VideoReadError', 'IndexReplaced', 'StreamIndex', 'stream_index', 'decode_exact', 'read_frames',
+           'count_decodable', 'known_decodable', 'index_cache_dir', 'video_backend', 'verdict', 'COUNTS',
+           'FramesNotDecodable']
 
 #: Events counted in this process: ``timestamps_replaced`` (files whose timestamps were unusable),
 #: ``decord_inexact`` (files decord would have read wrong, read with PyAV instead), ``decord_verified`` (files checked
@@ -63,7 +64,9 @@ _VERDICTS: Dict[Tuple, str] = {}
 _WARNED: set = set()
 _NO_SEEK: set = set()  # files where seeking by timestamp proved unreliable
 _DECODABLE: Dict[Tuple, int] = {}  # file -> leading frames that decode (cut or damaged files)
-_REFERENCE: Dict[Tuple, object] = {}  # file -> {check frame: exact pixels}, or why there are none
+_REFERENCE: Dict[Tuple, Dict[int, np.ndarray]] = {}  # file -> its check frames, decoded exactly
+_PYAV_INDEX: set = set()  # files whose index must come from a PyAV demux pass
+_HANDOFF: Dict[Tuple, Tuple] = {}  # file -> (decord reader, PyAV container) its index was taken from, for its read
 _STDERR_LOCK = threading.Lock()
 
 
@@ -95,6 +98,11 @@ class FramesNotDecodable(RuntimeError):
     def __init__(self, first: int, detail: str):
         self.first, self.detail = first, detail
         super().__init__(f'frame {first} does not decode ({detail})')
+
+
+class IndexReplaced(Exception):
+    """The index a request was sampled on was decord's, and decord failed its check on this file: the file has been
+    re-indexed with PyAV (:func:`stream_index` returns the new index); sample again and read again."""
 
 
 class _Unreliable(Exception):
@@ -142,6 +150,10 @@ class StreamIndex:
         keyframes: int64 display-order indices of the keyframes (empty without ``pts``).
         timestamp_problem: ``''``, or why the timestamps were replaced by ``index / fps``.
         key: the file's identity when indexed (real path, size, mtime in ns).
+        source: ``'pyav'`` (a PyAV demux pass) or ``'decord'`` (decord's own index, taken while decord opens the file
+            anyway; trusted only once decord's frames pass the check, else replaced by PyAV's).
+        pts_tolerance: how far (in ``time_base`` units) a decoded frame's pts may be from ``pts`` and still be that
+            frame: 0 for PyAV's index; decord's frame times are float32, so its ``pts`` are rebuilt to within this.
     """
     path: str
     codec: str
@@ -158,6 +170,24 @@ class StreamIndex:
     keyframes: np.ndarray = field(repr=False)
     timestamp_problem: str = ''
     key: Tuple = ()
+    source: str = 'pyav'
+    pts_tolerance: int = 0
+
+    def frame_at(self) -> Callable[[Optional[int]], Optional[int]]:
+        """``pts -> frame index`` (``None`` for a pts the index does not hold), within ``pts_tolerance``."""
+        assert self.pts is not None
+        if not self.pts_tolerance:
+            exact = {int(p): i for i, p in enumerate(self.pts)}
+            return lambda p: None if p is None else exact.get(int(p))
+        pts, tol = self.pts, self.pts_tolerance
+
+        def near(p: Optional[int]) -> Optional[int]:
+            if p is None:
+                return None
+            k = int(np.searchsorted(pts, p))
+            best = min((j for j in (k - 1, k) if 0 <= j < len(pts)), key=lambda j: abs(int(pts[j]) - p))
+            return best if abs(int(pts[best]) - p) <= tol else None
+        return near
 
     @property
     def timestamps_ok(self) -> bool:
@@ -203,9 +233,8 @@ def _check_timestamps(pts: List[Optional[int]], time_base: Fraction, rate: float
     return arr, ''
 
 
-def _build_index(path: str, key: Tuple, reference: bool) -> StreamIndex:
-    """Demux the first video stream; with ``reference``, also decode the check frames of decord's verification
-    (:func:`_check_frames`) in the same container and keep them in ``_REFERENCE``."""
+def _build_index(path: str, key: Tuple) -> StreamIndex:
+    """Demux the first video stream of ``path`` (no decoding) into its :class:`StreamIndex`."""
     with _open_container(path) as container:
         if not container.streams.video:
             raise VideoReadError(path, 'undecodable', 'the file holds no video stream')
@@ -255,20 +284,79 @@ def _build_index(path: str, key: Tuple, reference: bool) -> StreamIndex:
                             header_frames=header, cut=cut, fps=float(fps), times=times, pts=arr,
                             time_base=time_base, keyframes=keyframes.astype(np.int64), timestamp_problem=problem,
                             key=key)
-        if reference and not cut and arr is not None:
-            check = _check_frames(index)
-            try:
-                _REFERENCE[key] = dict(zip(check, _decode_by_pts(container, index, check)))
-            except (_Unreliable, FramesNotDecodable) as e:
-                _REFERENCE[key] = f'its check frames {check} do not decode after a seek ({e})'
-            while len(_REFERENCE) > 64:  # files indexed but not read yet: their check is redone at their read
-                _REFERENCE.pop(next(iter(_REFERENCE)))
     return index
+
+
+def _index_from_decord(decord, path: str, key: Tuple) -> Optional[StreamIndex]:
+    """The index from decord's own (frame count, frame times, keyframes: decord reads every packet when it opens a
+    file, so a PyAV demux pass would read them twice) plus the container header from PyAV; ``None`` when decord cannot
+    open the file or its numbers fail the checks (then PyAV indexes it). The reader is kept in ``_HANDOFF`` for the
+    read that follows."""
+    try:
+        with _native_stderr_to_log():
+            vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
+        n = len(vr)
+        ts = np.asarray(vr.get_frame_timestamp(list(range(n))), dtype=np.float64)[:, 0] if n else np.zeros(0)
+        keyframes = np.asarray(vr.get_key_indices(), dtype=np.int64)
+    except Exception as e:  # cut, damaged or unusual files: PyAV's demux pass decides
+        _logger.debug('%s: decord cannot index it (%s); indexing with PyAV', path, _one_line(e))
+        return None
+    container = _open_container(path)  # kept open for the check's exact decode (one open instead of two)
+    if not container.streams.video:
+        container.close()
+        return None
+    stream = container.streams.video[0]
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    header, time_base = int(stream.frames or 0), stream.time_base or Fraction(1, 1)
+    start = int(stream.start_time or 0)
+    codec, fmt = stream.codec_context.name, container.format.name
+    height, width = int(stream.height or 0), int(stream.width or 0)
+    index = _decord_numbers(path, key, n, ts, keyframes, rate, header, time_base, start, codec, fmt, height, width)
+    if index is None:
+        container.close()
+        return None
+    _drop_handoff()
+    _HANDOFF[key] = (vr, container)
+    return index
+
+
+def _drop_handoff() -> None:
+    for _, container in _HANDOFF.values():
+        container.close()
+    _HANDOFF.clear()
+
+
+def _decord_numbers(path: str, key: Tuple, n: int, ts: np.ndarray, keyframes: np.ndarray, rate, header: int,
+                    time_base: Fraction, start: int, codec: str, fmt: str, height: int,
+                    width: int) -> Optional[StreamIndex]:
+    """decord's count, times and keyframes as a :class:`StreamIndex`, or ``None`` when they fail the checks."""
+    if n < 1 or (header and header != n) or not np.all(np.isfinite(ts)) or np.abs(ts).max() > 1e7:
+        return None  # no frames, a count other than the header's, sentinel times: PyAV looks at the packets
+    pts = start + np.round((ts - ts[0]) / float(time_base)).astype(np.int64)
+    arr, problem = _check_timestamps(pts.tolist(), time_base, float(rate) if rate else float('nan'))
+    if arr is None or not np.array_equal(arr, pts):
+        return None
+    # decord's times are float32: the pts rebuilt from them are within a few units, far less than a frame apart
+    tol = int(math.ceil(float(np.abs(ts).max()) * 2.0 ** -22 / float(time_base))) + 1
+    if n > 1 and 4 * tol >= int(np.diff(pts).min()):
+        return None
+    times = (ts - ts[0]).astype(np.float64)
+    fps = float(rate) if rate else float('nan')
+    if n > 1 and times[-1] > 0:
+        ts_rate = (n - 1) / float(times[-1])
+        if not (fps > 0 and math.isfinite(fps)) or abs(fps / ts_rate - 1) > 0.01:
+            fps = ts_rate
+    if not (fps > 0 and math.isfinite(fps)):
+        return None
+    keyframes = keyframes[(keyframes >= 0) & (keyframes < n)]
+    return StreamIndex(path=path, codec=codec, container=fmt, height=height, width=width, num_frames=n,
+                       header_frames=header, cut='', fps=fps, times=times, pts=pts, time_base=time_base,
+                       keyframes=np.unique(keyframes), key=key, source='decord', pts_tolerance=tol)
 
 
 # ---- the index cache on disk -------------------------------------------------------------------------------------
 #: Bump when the stored fields change.
-_DISK_VERSION = 1
+_DISK_VERSION = 2
 
 
 def index_cache_dir() -> Optional[str]:
@@ -312,7 +400,8 @@ def _load_disk(key: Tuple) -> Optional[StreamIndex]:
                                 header_frames=meta['header_frames'], cut=meta['cut'], fps=meta['fps'],
                                 times=z['times'].copy(), pts=z['pts'].copy() if meta['has_pts'] else None,
                                 time_base=Fraction(*meta['time_base']), keyframes=z['keyframes'].copy(),
-                                timestamp_problem=meta['timestamp_problem'], key=key)
+                                timestamp_problem=meta['timestamp_problem'], key=key,
+                                source=meta.get('source', 'pyav'), pts_tolerance=int(meta.get('pts_tolerance', 0)))
     except Exception as e:  # another format, a cut write of an older version, ...: index the file again
         _logger.debug('video index cache entry %s unreadable (%s)', f, _one_line(e))
         return None
@@ -339,7 +428,8 @@ def _save_disk(index: StreamIndex) -> None:
                 height=index.height, width=index.width, num_frames=index.num_frames,
                 header_frames=index.header_frames, cut=index.cut, fps=index.fps,
                 time_base=[index.time_base.numerator, index.time_base.denominator],
-                timestamp_problem=index.timestamp_problem, has_pts=index.pts is not None,
+                timestamp_problem=index.timestamp_problem, has_pts=index.pts is not None, source=index.source,
+                pts_tolerance=index.pts_tolerance,
                 verdict=_VERDICTS.get(index.key), decord=_decord_version_or_none(),
                 no_seek=index.key in _NO_SEEK)
 
@@ -376,9 +466,13 @@ def stream_index(path: str) -> StreamIndex:
         return hit
     index = _load_disk(key)
     if index is None:
-        use_decord = _decord() is not None
-        index = _build_index(path, key, reference=key not in _VERDICTS and use_decord)
-        if not use_decord or key in _VERDICTS:
+        decord = _decord()
+        state = _VERDICTS.get(key)
+        if decord is not None and (state is None or state == 'exact') and key not in _PYAV_INDEX:
+            index = _index_from_decord(decord, path, key)
+        if index is None:
+            index = _build_index(path, key)
+        if decord is None or key in _VERDICTS:
             _save_disk(index)  # else stored once decord's verdict is known
     if index.timestamp_problem and (key, 'timestamps') not in _WARNED:
         COUNTS['timestamps_replaced'] += 1
@@ -401,7 +495,7 @@ def _decode_in_order(path: str, index: StreamIndex, wanted: List[int]) -> np.nda
     decoded frame is frame ``i``. Returns the frames of the sorted distinct ``wanted``, stacked."""
     pos_of = {i: k for k, i in enumerate(wanted)}
     last = wanted[-1]
-    at = {int(p): i for i, p in enumerate(index.pts)} if index.pts is not None else None
+    at = index.frame_at() if index.pts is not None else None
     out: Optional[np.ndarray] = None
     done = np.zeros(len(wanted), dtype=bool)
     count = 0
@@ -410,7 +504,7 @@ def _decode_in_order(path: str, index: StreamIndex, wanted: List[int]) -> np.nda
         try:
             for pos, frame in enumerate(container.decode(stream)):
                 count = pos + 1
-                i = pos if at is None else at.get(-1 if frame.pts is None else int(frame.pts), -1)
+                i = pos if at is None else at(frame.pts)
                 k = pos_of.get(i)
                 if k is not None:
                     rgb = _to_rgb(frame)
@@ -418,7 +512,7 @@ def _decode_in_order(path: str, index: StreamIndex, wanted: List[int]) -> np.nda
                         out = np.empty((len(wanted),) + rgb.shape, dtype=np.uint8)
                     out[k] = rgb
                     done[k] = True
-                if i >= last or done.all():
+                if (i is not None and i >= last) or done.all():
                     break
         except Exception as e:
             raise FramesNotDecodable(wanted[int(np.argmin(done))], f'decoding stopped after {count} frames: '
@@ -440,7 +534,7 @@ def _decode_by_pts(container, index: StreamIndex, wanted: List[int]) -> np.ndarr
         FramesNotDecodable: the stream ends or breaks before a wanted frame.
     """
     assert index.pts is not None
-    at = {int(p): i for i, p in enumerate(index.pts)}
+    at = index.frame_at()
     todo = list(wanted)
     out: Optional[np.ndarray] = None
     k_out = 0
@@ -456,9 +550,9 @@ def _decode_by_pts(container, index: StreamIndex, wanted: List[int]) -> np.ndarr
         landed = None
         try:
             for frame in container.decode(stream):
-                if frame.pts is None or int(frame.pts) not in at:
+                i = at(frame.pts)
+                if i is None:
                     raise _Unreliable(f'a decoded frame has a timestamp ({frame.pts}) the index does not hold')
-                i = at[int(frame.pts)]
                 if landed is None:
                     landed = i
                     if i > first:
@@ -603,13 +697,17 @@ def _native_stderr_to_log() -> Iterator[None]:
                     os.write(2, ''.join(keep).encode())
 
 
-def _check_frames(index: StreamIndex) -> List[int]:
-    """The keyframe nearest the middle of the file (the first, in a file with one) and the two frames after it: a
-    seek there shows whether decord lands on the right frame, and starting at a keyframe costs both decoders about
-    three frames."""
+def _check_frames(index: StreamIndex, wanted: Sequence[int]) -> List[int]:
+    """A keyframe and the two frames after it: the keyframe before the wanted frame nearest the middle of the request
+    (after the first keyframe where the request passes one), so decord, which decodes from that keyframe anyway,
+    reads them for free, and PyAV decodes about three frames after one seek."""
     n, kf = index.num_frames, index.keyframes
-    later = [int(k) for k in kf if k > 0]
-    start = min(later, key=lambda k: abs(k - n // 2)) if later else 0
+    start = 0
+    if len(kf):
+        w = sorted(wanted)
+        before = [int(kf[np.searchsorted(kf, i, side='right') - 1]) for i in w]
+        later = [k for k in before if k > 0]
+        start = later[len(later) // 2] if later else 0
     return sorted({min(n - 1, start + d) for d in range(3)})
 
 
@@ -629,10 +727,14 @@ def verdict(path: str) -> Optional[str]:
 
 
 def _set_verdict(index: StreamIndex, reason: str) -> None:
-    _REFERENCE.pop(index.key, None)
+    """Record (and store with the index) decord's verdict on a file. An inexact verdict on decord's own index drops
+    that index: the file is indexed again with PyAV (which stores the verdict)."""
     _VERDICTS[index.key] = f'inexact: {reason}' if reason else 'exact'
-    _save_disk(index)
     _tell(index)
+    if reason and index.source == 'decord':
+        _INDEX_CACHE.pop(index.key, None)
+        return
+    _save_disk(index)
 
 
 def _tell(index: StreamIndex) -> None:
@@ -663,49 +765,77 @@ def _decord_check(vr, index: StreamIndex) -> str:
 
 
 def _decord_read(decord, path: str, index: StreamIndex, wanted: List[int]) -> Optional[np.ndarray]:
-    """decord's frames of the sorted distinct ``wanted``, checked on the first read of the file (frame count,
-    frame times, and the check frames against the exact decoder's); ``None`` when the file must be read exactly."""
+    """decord's frames of the sorted distinct ``wanted``, checked on the first read of the file (frame count and
+    times against PyAV's index where decord did not make it, and the check frames against the exact decoder's);
+    ``None`` when the file must be read exactly.
+
+    Raises:
+        IndexReplaced: the check failed on decord's own index, which is dropped (sample again on PyAV's).
+    """
     state = _VERDICTS.get(index.key)
     if state is not None and state != 'exact':
         _tell(index)
         return None
-    ref = _REFERENCE.get(index.key) if state is None else None
-    if state is None and ref is None:  # indexed before decord was in use: decode the reference now
-        check = _check_frames(index)
-        try:
-            ref = dict(zip(check, decode_exact(path, index, check)))
-        except FramesNotDecodable as e:
-            ref = f'its check frames {check} do not decode ({e})'
-    reason = ref if isinstance(ref, str) else ''
-    if reason:
-        _set_verdict(index, reason)
-        return None
-    check = sorted(ref) if ref else []
-    want = sorted(set(wanted) | set(check)) if check else wanted
     try:
+        vr, container = _HANDOFF.pop(index.key, (None, None))
+        if vr is None:
+            with _native_stderr_to_log():
+                vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
+        reason = _decord_check(vr, index) if state is None and index.source == 'pyav' else ''
+        check: List[int] = []
+        if state is None and not reason:  # the first read of the file: decode the check frames exactly
+            check = _check_frames(index, wanted)
+            reason = _reference_problem(path, index, check, container)
+            ref = _REFERENCE.pop(index.key, {})
+        elif container is not None:
+            container.close()
+        if reason:
+            _set_verdict(index, reason)
+            if index.source == 'decord':
+                raise IndexReplaced(reason)
+            return None
+        want = sorted(set(wanted) | set(check)) if check else wanted
         with _native_stderr_to_log():
-            vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
-            if state is None:
-                reason = _decord_check(vr, index)
-            if not reason:
-                arr = vr.get_batch(want).asnumpy()
-            del vr
+            arr = vr.get_batch(want).asnumpy()
+        del vr
+    except IndexReplaced:
+        raise
     except Exception as e:  # decord cannot read these frames (cut data, odd widths ...): the exact path decides
         _logger.debug('%s: decord failed (%s); reading with PyAV', path, _one_line(e))
         return None
-    if not reason and ref:
+    if check:
         pos = {i: k for k, i in enumerate(want)}
         diff = [i for i in check if not _same_pixels(arr[pos[i]], ref[i])]
         if diff:
-            reason = f'its frame {diff[0]} is another frame than the one decoded in order'
-    if state is None or reason:
-        _set_verdict(index, reason)
-    if reason:
-        return None
-    if check:
-        pos = {i: k for k, i in enumerate(want)}
+            _set_verdict(index, f'its frame {diff[0]} is another frame than the one decoded in order')
+            if index.source == 'decord':
+                raise IndexReplaced(_VERDICTS[index.key])
+            return None
         arr = arr[[pos[i] for i in wanted]]
+    if state is None:
+        _set_verdict(index, '')
     return arr
+
+
+def _reference_problem(path: str, index: StreamIndex, check: List[int], container=None) -> str:
+    """Decode the check frames exactly into ``_REFERENCE[index.key]`` (in ``container`` when the index left one open;
+    it is closed); ``''``, or why they cannot be (then decord is not trusted with the file)."""
+    try:
+        if index.source == 'decord':  # its pts are rebuilt from decord's times: they must name PyAV's frames
+            with container if container is not None else _open_container(path) as c:
+                frames = _decode_by_pts(c, index, check)
+        else:
+            frames = decode_exact(path, index, check)
+    except _Unreliable as e:
+        if index.source == 'decord':  # decord's own index cannot be checked this way: PyAV indexes the file, then
+            _PYAV_INDEX.add(index.key)  # the check is done again on that index (no verdict yet)
+            _INDEX_CACHE.pop(index.key, None)
+            raise IndexReplaced(str(e)) from None
+        return f'its frame times do not name the stream\'s frames ({e})'
+    except FramesNotDecodable as e:
+        return f'its check frames {check} do not decode ({e})'
+    _REFERENCE[index.key] = dict(zip(check, frames))
+    return ''
 
 
 def read_frames(path: str, index: StreamIndex, wanted: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
