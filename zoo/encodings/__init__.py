@@ -12,5 +12,7 @@ from .rotary import RoPE3D, RoPEAxial, RoPEMixed, RoPEMixedAPE, RotaryTerm
 from .irpe import IRPE
 from .comrope import ComRoPE, LieRE
 from .distance import FIRE, ALiBi, KerpleLog, KerplePower, alibi_slopes
+from .gta import GTA
 from .randomized import RandomPositions
+from .lape import LaPE, LaPETerm
 from . import multimodal_rope

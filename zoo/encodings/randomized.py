@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -97,6 +97,47 @@ class RandomPositions:
             return (f'CAPE global shift <= {self.max_shift:g} and scale <= {self.max_scale:g}x (training only)')
         return 'none'
 
+    def draw_axes(self, grid: Sequence[int], batch: int,
+                  device: Optional[torch.device] = None) -> Tuple[List[torch.Tensor], Tuple[float, ...]]:
+        """Per-sample positions of each axis of a ``(T, H, W)`` grid (every line along an axis gets the same ones).
+
+        Args:
+            grid: ``(T, H, W)`` in tubelets / patches.
+            batch: samples to draw (``Positions.draw_batch``).
+            device: where to draw (torch's generator of that device).
+
+        Returns:
+            ``([t, row, col], span)``: each ``(batch, n)`` float32 in cells, and the length of the range each axis
+            was drawn from (``ceil(range_factor * n)`` for ``'subset'``, ``n`` otherwise); encodings with
+            normalised coordinates (ComRoPE, LieRE, GTA) divide by it, so a subset is one of a finer grid's.
+        """
+        sizes = [int(n) for n in grid]
+        if self.mode == 'subset':
+            axes, span = [], []
+            for n in sizes:
+                r = max(n, math.ceil(self.range_factor * n))
+                pick = torch.rand(batch, r, device=device).argsort(dim=-1)[:, :n]
+                axes.append(pick.sort(dim=-1).values.float())
+                span.append(float(r))
+            return axes, tuple(span)
+        axes = [torch.arange(n, device=device, dtype=torch.float32).expand(batch, -1) for n in sizes]
+        if self.mode == 'cape':
+            log_scale = (torch.rand(batch, 1, device=device) * 2 - 1) * math.log(self.max_scale)
+            shift = (torch.rand(batch, 3, device=device) * 2 - 1) * self.max_shift
+            axes = [(n - 1) / 2 + (a - (n - 1) / 2) * log_scale.exp() + shift[:, i:i + 1]
+                    for i, (a, n) in enumerate(zip(axes, sizes))]
+        return axes, tuple(float(n) for n in sizes)
+
+    def draw_with_span(self, grid: Sequence[int], batch: int,
+                       device: Optional[torch.device] = None) -> Tuple[torch.Tensor, Tuple[float, ...]]:
+        """:meth:`draw` and the per-axis span of :meth:`draw_axes`."""
+        axes, span = self.draw_axes(grid, batch, device)
+        t, h, w = (a.shape[1] for a in axes)
+        coords = torch.stack([axes[0][:, :, None, None].expand(-1, t, h, w),
+                              axes[1][:, None, :, None].expand(-1, t, h, w),
+                              axes[2][:, None, None, :].expand(-1, t, h, w)], dim=-1).reshape(batch, t * h * w, 3)
+        return coords, span
+
     def draw(self, grid: Sequence[int], batch: int, device: Optional[torch.device] = None) -> torch.Tensor:
         """Per-sample coordinates of a ``(T, H, W)`` grid.
 
@@ -108,21 +149,4 @@ class RandomPositions:
         Returns:
             ``(batch, T*H*W, 3)`` float32 ``(t, row, col)``.
         """
-        if self.mode == 'subset':
-            axes = []
-            for n in grid:
-                span = max(int(n), math.ceil(self.range_factor * int(n)))
-                pick = torch.rand(batch, span, device=device).argsort(dim=-1)[:, :int(n)]
-                axes.append(pick.sort(dim=-1).values.float())
-        else:
-            axes = [torch.arange(int(n), device=device, dtype=torch.float32).expand(batch, -1) for n in grid]
-        t, h, w = (a.shape[1] for a in axes)
-        coords = torch.stack([axes[0][:, :, None, None].expand(-1, t, h, w),
-                              axes[1][:, None, :, None].expand(-1, t, h, w),
-                              axes[2][:, None, None, :].expand(-1, t, h, w)], dim=-1).reshape(batch, t * h * w, 3)
-        if self.mode == 'cape':
-            centre = torch.tensor([(int(n) - 1) / 2 for n in grid], device=device)
-            log_scale = (torch.rand(batch, 1, 1, device=device) * 2 - 1) * math.log(self.max_scale)
-            shift = (torch.rand(batch, 1, 3, device=device) * 2 - 1) * self.max_shift
-            coords = centre + (coords - centre) * log_scale.exp() + shift
-        return coords
+        return self.draw_with_span(grid, batch, device)[0]
