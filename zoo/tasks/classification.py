@@ -4,7 +4,7 @@ opens their class folders and builds their models (:class:`ImageClassificationTr
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -33,13 +33,15 @@ class ImageClassificationTask(Task):
         smoothing: label smoothing of the training loss.
         mixup / cutmix: timm ``Mixup`` alphas (0 = off); ``mixup_prob``: probability of applying either.
         channels_last: move images in ``torch.channels_last`` memory format.
+        class_names: names of the classes for the training metrics (default ``'0'``, ``'1'``, ...).
     """
 
     def __init__(self, num_classes: int, smoothing: float = 0., mixup: float = 0., cutmix: float = 0.,
-                 mixup_prob: float = 1., channels_last: bool = False):
+                 mixup_prob: float = 1., channels_last: bool = False, class_names: Optional[Sequence[str]] = None):
         from timm.data import Mixup
         from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
         self.num_classes, self.channels_last = num_classes, channels_last
+        self.train_outcomes = list(class_names) if class_names is not None else [str(i) for i in range(num_classes)]
         self.mixup: Optional[Mixup] = None
         if mixup > 0 or cutmix > 0:
             self.mixup = Mixup(mixup_alpha=mixup, cutmix_alpha=cutmix, prob=mixup_prob, label_smoothing=smoothing,
@@ -66,6 +68,12 @@ class ImageClassificationTask(Task):
     def loss(self, outputs: torch.Tensor, batch: Batch) -> torch.Tensor:
         return self.loss_fn(outputs, batch.targets)
 
+    def train_predictions(self, outputs: torch.Tensor, batch: Batch) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """Top-1 class and label of every sample; ``None`` for soft (Mixup / CutMix) targets."""
+        if batch.targets.ndim != 1:
+            return None
+        return outputs.detach().argmax(dim=-1), batch.targets
+
     def update_counts(self, counts: EvalCounts, outputs: torch.Tensor, batch: Batch) -> None:
         logits, targets = outputs.float(), batch.targets
         k = min(5, logits.shape[-1])
@@ -86,10 +94,11 @@ class VideoClassificationTask(ImageClassificationTask):
     Args:
         num_classes: classifier size.
         smoothing: label smoothing of the training loss.
+        class_names: names of the classes for the training metrics.
     """
 
-    def __init__(self, num_classes: int, smoothing: float = 0.):
-        super().__init__(num_classes, smoothing=smoothing)
+    def __init__(self, num_classes: int, smoothing: float = 0., class_names: Optional[Sequence[str]] = None):
+        super().__init__(num_classes, smoothing=smoothing, class_names=class_names)
 
     def to_batch(self, raw: Any, device: torch.device, train: bool) -> Batch:
         clips, targets, bad = raw[0], raw[1], raw[2]
@@ -194,7 +203,7 @@ class ImageClassificationTraining(_FolderTraining):
         args = self.args
         return ImageClassificationTask(len(data.classes), smoothing=args.smoothing, mixup=args.mixup,
                                        cutmix=args.cutmix, mixup_prob=args.mixup_prob,
-                                       channels_last=args.channels_last)
+                                       channels_last=args.channels_last, class_names=data.classes)
 
     def describe(self, data: TrainingData) -> str:
         return f'{self.img_size} px | {super().describe(data)}'
@@ -238,7 +247,7 @@ class VideoClassificationTraining(_FolderTraining):
         return TrainingData(train_ds, val_ds, collate_video_skip_bad, list(train_ds.classes), cfg, self.train_dir)
 
     def create_task(self, model: nn.Module, data: TrainingData) -> Task:
-        return VideoClassificationTask(len(data.classes), smoothing=self.args.smoothing)
+        return VideoClassificationTask(len(data.classes), smoothing=self.args.smoothing, class_names=data.classes)
 
     def set_epoch(self, data: TrainingData, epoch: int) -> None:
         data.train.set_epoch(epoch)  # new random frame offsets

@@ -139,7 +139,12 @@ def add_optimisation_options(p: argparse.ArgumentParser, epochs: int, batch_size
     g.add_argument('--lr', type=float, default=lr, help='peak learning rate')
     g.add_argument('--weight-decay', type=float, default=0.05, help='weight decay (not applied to no_weight_decay '
                                                                   'params, biases and norms)')
-    g.add_argument('--sched', default='cosine', help='timm scheduler name')
+    g.add_argument('--sched', default='cosine', help='timm scheduler name, or hold_cosine: the peak LR (after '
+                   'warm-up) until an epoch\'s training top-1 reaches --hold-until, then cosine decay over the updates '
+                   'left (zoo.train.schedule)')
+    g.add_argument('--hold-until', type=float, default=None, metavar='ACC',
+                   help='--sched hold_cosine: training top-1 (percent) that starts the decay (default: halfway between '
+                        'chance, 100 / classes or options, and 100)')
     g.add_argument('--warmup-epochs', type=float, default=warmup_epochs,
                    help='linear warmup (epochs, may be fractional)')
     g.add_argument('--warmup-lr', type=float, default=warmup_lr, help='learning rate at the start of warmup')
@@ -255,6 +260,11 @@ def check_run_options(args: argparse.Namespace) -> None:
     for name in ('weight_decay', 'warmup_epochs', 'warmup_lr', 'min_lr'):
         if getattr(args, name) < 0:
             bad_option(_flag(name), getattr(args, name), '0 or more')
+    if args.hold_until is not None and not 0 < args.hold_until <= 100:
+        bad_option('--hold-until', args.hold_until, 'a training top-1 in (0, 100] percent')
+    if args.hold_until is not None and args.sched != 'hold_cosine':
+        raise ValueError(f'--hold-until applies to --sched hold_cosine only (got --sched {args.sched}); drop it or '
+                         'pass --sched hold_cosine')
     if args.clip_grad is not None and not args.clip_grad > 0:
         bad_option('--clip-grad', args.clip_grad, 'positive')
     check_device(args.device)

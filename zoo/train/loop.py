@@ -15,6 +15,13 @@ loses at most that epoch, and ``--resume`` repeats it exactly: every recorded op
 uninterrupted one and ``metrics.csv`` comes out byte for byte the same. Wall times go to ``summary.csv`` (timm's
 ``update_summary`` format, appended per session) instead.
 
+Training metrics per epoch, from the training forward passes (train mode: augmentation and dropout on), where the
+task gives them (:meth:`zoo.tasks.base.Task.train_predictions`): ``train_top1`` and ``train_top_share`` (the share,
+in percent, of the most frequently predicted class or letter) in ``metrics.csv``, and per class (or letter) the
+training top-1 and prediction share in ``train_classes.csv`` (``epoch``, ``outcome``, ``samples``, ``top1``,
+``predicted_share``). ``--sched hold_cosine`` (:class:`zoo.train.schedule.HoldCosineScheduler`) reads
+``train_top1`` to end its hold; its release point is in the checkpoint.
+
 The output directory is locked for the run (:class:`zoo.runs.rundir.RunDirLock`); temp files of an interrupted
 write are removed when the next run takes it. A finished run exports ``model.safetensors`` (and
 ``model_ema.safetensors``) next to its checkpoints.
@@ -59,14 +66,40 @@ from zoo.tasks.classification import classification_training
 from zoo.tasks.evaluate import evaluate
 from zoo.tasks.training import TrainingData, TrainingTask
 from .args import _plain, parse_train_args
+from .schedule import HoldCosineScheduler
 
-__all__ = ['train', 'train_one_epoch', 'seed_epoch', 'METRIC_FIELDS', 'TrainingRun']
+__all__ = ['train', 'train_one_epoch', 'seed_epoch', 'train_metrics', 'METRIC_FIELDS', 'CLASS_FIELDS',
+           'TrainingRun']
 
 _logger = logging.getLogger('zoo.train')
 
 # metrics.csv: results only (no wall times), so a resumed run's file equals an uninterrupted run's byte for byte.
-METRIC_FIELDS = ['epoch', 'lr', 'train_loss', 'val_loss', 'val_top1', 'val_top5', 'ema_top1', 'train_unreadable',
-                 'val_unreadable']
+METRIC_FIELDS = ['epoch', 'lr', 'train_loss', 'train_top1', 'train_top_share', 'val_loss', 'val_top1', 'val_top5',
+                 'ema_top1', 'train_unreadable', 'val_unreadable']
+# train_classes.csv: per epoch and class (or answer letter), from the training forward passes.
+CLASS_FIELDS = ['epoch', 'outcome', 'samples', 'top1', 'predicted_share']
+
+
+def train_metrics(confusion: torch.Tensor) -> Dict[str, Any]:
+    """Training metrics of one epoch from its confusion matrix.
+
+    Args:
+        confusion: ``(K, K)`` counts, rows the true outcome, columns the predicted one.
+
+    Returns:
+        ``top1`` (percent of samples predicted right), ``top_share`` (percent of samples given the most frequently
+        predicted outcome), and per outcome ``samples``, ``top1`` (percent of that outcome's samples predicted right;
+        NaN without samples) and ``predicted_share`` (percent of all samples predicted as it); NaN when empty.
+    """
+    c = confusion.to(torch.float64)
+    n = float(c.sum())
+    rows, cols = c.sum(dim=1), c.sum(dim=0)
+    nan = float('nan')
+    return dict(top1=100. * float(c.diagonal().sum()) / n if n else nan,
+                top_share=100. * float(cols.max()) / n if n else nan,
+                samples=[int(v) for v in rows],
+                class_top1=[100. * float(d) / float(r) if r else nan for d, r in zip(c.diagonal(), rows)],
+                predicted_share=[100. * float(v) / n if n else nan for v in cols])
 
 
 def seed_epoch(seed: int, epoch: int, rank: int = 0) -> None:
@@ -210,8 +243,9 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
     """One pass over ``loader``, one optimizer update every ``accum_steps`` batches (and at the end).
 
     Returns:
-        ``loss`` (mean per sample), ``num_updates`` (total so far), ``unreadable`` (count) and ``bad`` (the
-        unreadable :class:`zoo.datasets.BadSample` s).
+        ``loss`` (mean per sample), ``num_updates`` (total so far), ``unreadable`` (count), ``bad`` (the
+        unreadable :class:`zoo.datasets.BadSample` s) and ``confusion`` (``(K, K)`` int64 counts of true x predicted
+        outcome from :meth:`Task.train_predictions`, or ``None`` when the task gives none).
 
     Raises:
         FloatingPointError: a non-finite loss.
@@ -221,6 +255,8 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
     loss_sum, seen, unreadable, bad_samples, pending = 0., 0, 0, [], 0
     n_batches = len(loader)
     params = [p for p in model.parameters() if p.requires_grad]
+    outcomes = task.train_outcomes
+    confusion = torch.zeros(len(outcomes), len(outcomes), dtype=torch.int64) if outcomes else None
     bar = tqdm(loader, desc=f'epoch {epoch + 1}', leave=False, dynamic_ncols=True, disable=not progress)
     for idx, raw in enumerate(bar):
         need_update = idx + 1 == n_batches or (idx + 1) % accum_steps == 0
@@ -231,7 +267,14 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
             sync = contextlib.nullcontext() if need_update or not hasattr(model, 'no_sync') else model.no_sync()
             with sync:
                 with autocast(device.type, amp_dtype):
-                    loss = task.loss(task.forward(model, batch), batch)
+                    outputs = task.forward(model, batch)
+                    loss = task.loss(outputs, batch)
+                if confusion is not None:
+                    pairs = task.train_predictions(outputs, batch)
+                    if pairs is not None:
+                        k = len(outcomes)
+                        flat = pairs[1].detach().to('cpu', torch.int64) * k + pairs[0].detach().to('cpu', torch.int64)
+                        confusion += torch.bincount(flat, minlength=k * k).view(k, k)
                 if not math.isfinite(loss.item()):
                     raise FloatingPointError(f'loss is {loss.item()} at epoch {epoch + 1}; lower --lr or drop --amp')
                 if scaler is not None:
@@ -254,7 +297,8 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
             if ema is not None:
                 ema.update(getattr(model, 'module', model), step=num_updates)  # unwrap DDP
         bar.set_postfix(loss=f'{loss_sum / max(seen, 1):.3f}', lr=f'{optimizer.param_groups[0]["lr"]:.2e}')
-    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable, bad=bad_samples)
+    return dict(loss=loss_sum / max(seen, 1), num_updates=num_updates, unreadable=unreadable, bad=bad_samples,
+                confusion=confusion)
 
 
 # ---- a run ----------------------------------------------------------------------------------------------------------
@@ -287,10 +331,7 @@ class TrainingRun:
         self.amp_dtype = amp_dtype(args.amp, args.amp_dtype, device.type)
         self.optimizer = create_optimizer_v2(self.model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay)
         self.updates_per_epoch = math.ceil(len(self.loaders.train) / args.grad_accum_steps)
-        self.scheduler, _ = create_scheduler_v2(
-            self.optimizer, sched=args.sched, num_epochs=args.epochs, warmup_epochs=args.warmup_epochs,
-            warmup_lr=args.warmup_lr, min_lr=args.min_lr, step_on_epochs=False,
-            updates_per_epoch=self.updates_per_epoch)
+        self.scheduler = self._scheduler()
         self.scaler = NativeScaler(device=device.type) \
             if self.amp_dtype == torch.float16 and device.type == 'cuda' else None
         self.ema = ModelEmaV3(self.model, decay=args.model_ema_decay) if args.model_ema else None
@@ -300,6 +341,26 @@ class TrainingRun:
         self.start_epoch, self.history, self.best_top1, self.best_epoch = 0, [], -1., -1
         if ckpt is not None:
             self._restore(ckpt)
+
+    def _scheduler(self):
+        """timm's scheduler ``--sched``, or :class:`HoldCosineScheduler` for ``hold_cosine`` (released at
+        ``--hold-until``, by default halfway between chance and 100 %)."""
+        args = self.args
+        if args.sched != 'hold_cosine':
+            scheduler, _ = create_scheduler_v2(
+                self.optimizer, sched=args.sched, num_epochs=args.epochs, warmup_epochs=args.warmup_epochs,
+                warmup_lr=args.warmup_lr, min_lr=args.min_lr, step_on_epochs=False,
+                updates_per_epoch=self.updates_per_epoch)
+            return scheduler
+        outcomes = self.task.train_outcomes
+        if not outcomes:
+            raise ValueError(f'--sched hold_cosine needs training accuracy, which {type(self.task).__name__} does not '
+                             'count; use --sched cosine')
+        release = args.hold_until if args.hold_until is not None else (100. / len(outcomes) + 100.) / 2
+        return HoldCosineScheduler(self.optimizer, total_updates=args.epochs * self.updates_per_epoch,
+                                   release_at=release,
+                                   warmup_updates=round(args.warmup_epochs * self.updates_per_epoch),
+                                   warmup_lr=args.warmup_lr, min_lr=args.min_lr)
 
     def _loaders(self, data: TrainingData) -> _Loaders:
         """A seeded sampler over the training split (distributed: each rank its share), a strided share of the
@@ -334,8 +395,8 @@ class TrainingRun:
             raise CheckpointMismatchError(f'--resume checkpoint does not load into {args.model}: '
                                           f'{str(e).strip().splitlines()[0]}') from None
         self.optimizer.load_state_dict(ckpt['optimizer'])
-        if int(meta['args']['epochs']) == args.epochs:
-            self.scheduler.load_state_dict(ckpt['scheduler'])
+        if int(meta['args']['epochs']) == args.epochs or isinstance(self.scheduler, HoldCosineScheduler):
+            self.scheduler.load_state_dict(ckpt['scheduler'])  # hold_cosine: its release point, kept at any length
         else:  # a longer / shorter schedule: timm schedulers are functions of the update count, so start anew
             _logger.info('--epochs changed from %s to %d: the LR schedule is rebuilt for the new length',
                          meta['args']['epochs'], args.epochs)
@@ -376,6 +437,11 @@ class TrainingRun:
             num_updates = stats['num_updates']
             self.scheduler.step(epoch + 1)
             row, val = self._validate(epoch, stats)
+            if isinstance(self.scheduler, HoldCosineScheduler) and row['train_top1'] != '':
+                if self.scheduler.released_at is None and self.scheduler.observe(epoch + 1, row['train_top1'],
+                                                                                 num_updates) and self.is_main:
+                    _logger.info('train top1 %.2f >= %.2f: the LR decays from update %d of %d', row['train_top1'],
+                                 self.scheduler.release_at, num_updates, self.scheduler.total_updates)
             row['epoch_s'] = round(time.time() - t0, 2)
             self.history.append(row)
             if val.top1 > self.best_top1:
@@ -398,17 +464,31 @@ class TrainingRun:
             ema_val = evaluate(self.ema.module, self.loaders.val, self.device, self.task, self.amp_dtype,
                                progress='validate EMA' if self.progress else None)
         train_loss = torch.tensor([stats['loss'], stats['unreadable']], dtype=torch.float64, device=self.device)
+        confusion = stats.get('confusion')
         if self.world > 1:
             val.all_reduce(self.device)
             if ema_val is not None:
                 ema_val.all_reduce(self.device)
             dist.all_reduce(train_loss)
             train_loss[0] /= self.world
+            if confusion is not None:
+                confusion = confusion.to(self.device)
+                dist.all_reduce(confusion)
+                confusion = confusion.cpu()
+        # no counted sample (Mixup / CutMix soft targets): no training metrics ('' in metrics.csv)
+        tm = train_metrics(confusion) if confusion is not None and int(confusion.sum()) else None
         row = dict(epoch=epoch + 1, lr=self.optimizer.param_groups[0]['lr'],
-                   train_loss=round(float(train_loss[0]), 5), val_loss=round(val.loss, 5),
+                   train_loss=round(float(train_loss[0]), 5),
+                   train_top1=round(tm['top1'], 4) if tm else '',
+                   train_top_share=round(tm['top_share'], 4) if tm else '',
+                   val_loss=round(val.loss, 5),
                    val_top1=round(val.top1, 4), val_top5=round(val.top5, 4),
                    ema_top1=round(ema_val.top1, 4) if ema_val is not None else '',
                    train_unreadable=int(train_loss[1]), val_unreadable=len(val.bad))
+        if tm:
+            row['train_classes'] = [dict(outcome=name, samples=n, top1=round(a, 4), predicted_share=round(p, 4))
+                                    for name, n, a, p in zip(self.task.train_outcomes, tm['samples'],
+                                                             tm['class_top1'], tm['predicted_share'])]
         return row, val
 
     def _log_epoch(self, row: Dict[str, Any], stats: Dict[str, Any], val) -> None:
@@ -416,9 +496,11 @@ class TrainingRun:
         bad = f' | unreadable train {row["train_unreadable"]} val {row["val_unreadable"]}' \
             if row['train_unreadable'] or row['val_unreadable'] else ''
         ema_txt = f' | ema {top1} {row["ema_top1"]:.2f}' if row['ema_top1'] != '' else ''
-        _logger.info('epoch %d/%d | train loss %.4f | val loss %.4f %s %.2f %s %.2f%s | lr %.2e | %.1fs%s',
-                     row['epoch'], self.args.epochs, row['train_loss'], row['val_loss'], top1, row['val_top1'],
-                     top5, row['val_top5'], ema_txt, row['lr'], row['epoch_s'], bad)
+        train_txt = f' top1 {row["train_top1"]:.2f} (top share {row["train_top_share"]:.1f})' \
+            if row['train_top1'] != '' else ''
+        _logger.info('epoch %d/%d | train loss %.4f%s | val loss %.4f %s %.2f %s %.2f%s | lr %.2e | %.1fs%s',
+                     row['epoch'], self.args.epochs, row['train_loss'], train_txt, row['val_loss'], top1,
+                     row['val_top1'], top5, row['val_top5'], ema_txt, row['lr'], row['epoch_s'], bad)
         for sample in stats.get('bad', [])[:5]:
             _logger.warning('unreadable training %s %s (%s)', files, sample.path, sample.error)
         for sample in val.bad[:5]:
@@ -429,8 +511,8 @@ class TrainingRun:
     def _start_files(self) -> None:
         args, out = self.args, self.args.output
         if args.overwrite and self.ckpt is None:
-            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'summary.csv', 'args.yaml',
-                         'model.safetensors', 'model_ema.safetensors'):
+            for name in ('checkpoint-last.pth', 'checkpoint-best.pth', 'metrics.csv', 'train_classes.csv',
+                         'summary.csv', 'args.yaml', 'model.safetensors', 'model_ema.safetensors'):
                 if os.path.exists(os.path.join(out, name)):
                     os.remove(os.path.join(out, name))
         if self.ckpt is not None:  # a kill between the checkpoint and metrics.csv: the checkpoint's history rules
@@ -446,6 +528,13 @@ class TrainingRun:
         writer.writeheader()
         writer.writerows(self.history)
         write_text_atomic(os.path.join(self.args.output, 'metrics.csv'), buf.getvalue())
+        per_class = [dict(epoch=r['epoch'], **c) for r in self.history for c in r.get('train_classes', [])]
+        if per_class:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=CLASS_FIELDS, lineterminator='\n')
+            writer.writeheader()
+            writer.writerows(per_class)
+            write_text_atomic(os.path.join(self.args.output, 'train_classes.csv'), buf.getvalue())
 
     def _save_epoch(self, epoch: int, write_args: bool = False) -> None:
         """Write checkpoint-best (when this epoch is the best) and checkpoint-last, metrics.csv, summary.csv and, with
