@@ -93,6 +93,8 @@ class Positions:
         batch_size: rows of the batch, when the backbone states it: encodings that draw positions per sample in
             training (``random_positions``) draw this many; ``None`` means one draw shared by the batch (or the batch
             of ``keep_indices``).
+        images: the backbone's input pixels ``(B, C, H, W)`` for encodings computed from the image content
+            (LOOPE's official ``ArtPE``); ``None`` where the backbone does not hand them over.
     """
     grid: Optional[Tuple[int, int, int]]
     num_prefix_tokens: int = 0
@@ -102,6 +104,7 @@ class Positions:
     attn_mask: Optional[torch.Tensor] = None
     is_causal: bool = False
     batch_size: Optional[int] = None
+    images: Optional[torch.Tensor] = None
 
     @classmethod
     def from_hw(cls, hw: Tuple[int, int], num_prefix_tokens: int = 0, num_class_tokens: int = 0,
