@@ -21,12 +21,13 @@ SIZES = ('tiny', 'small', 'base')
 IMAGE = {'ape': 'ape', 'sincos': 'sincos', 'nope': 'nope', 'peg': 'peg', 'peg0to5': 'peg', 'fourier': 'fourier',
          'rope_axial': 'rope_axial', 'rope_mixed': 'rope_mixed', 'rope_mixed_ape': 'rope_mixed_ape', 'irpe_k': 'irpe',
          'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
-         'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire'}
+         'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire',
+         'gta': 'gta'}
 IMAGE_SIZES = {'irpe_qk': ('small',), 'irpe_qkv': ('small', 'base')}
 VIDEO = {'ape': 'ape', 'st_ape': 'st_ape', 'sincos': 'sincos1d', 'sincos3d': 'sincos3d', 'nope': 'nope', 'peg': 'peg',
          'fourier': 'fourier', 'rope3d': 'rope3d', 'rope_mixed': 'rope_mixed', 'comrope_ap': 'comrope',
          'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
-         'kerple_power': 'kerple_power', 'fire': 'fire'}
+         'kerple_power': 'kerple_power', 'fire': 'fire', 'gta': 'gta'}
 IMAGE_NAMES = sorted(f'pe_vit_{s}_patch16_{k}_224' for k in IMAGE for s in IMAGE_SIZES.get(k, SIZES))
 VIDEO_NAMES = sorted(f'pe_video_vit_{s}_patch16_{k}_224' for k in VIDEO for s in SIZES)
 TOWER_NAMES = sorted('clip_' + n for n in IMAGE_NAMES)

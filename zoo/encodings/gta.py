@@ -199,7 +199,8 @@ class GTA(PosEncoding):
 
     def extra_repr(self) -> str:
         return (f'axes={self.num_axes}, positions={self.positions!r}, num_freqs={self.num_freqs}, '
-                f'v_transform={self.v_transform}, p_rope={self.p_rope}, random_positions={self.random_positions.mode!r}')
+                f'v_transform={self.v_transform}, p_rope={self.p_rope}, '
+                f'random_positions={self.random_positions.mode!r}')
 
     # ------------------------------------------------------------------------------------------------ numbers
     def frequencies(self, device: Optional[torch.device] = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:

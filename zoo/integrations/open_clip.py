@@ -166,6 +166,9 @@ default_cfgs = generate_default_cfgs({
     'clip_pe_vit_tiny_patch16_fire_224': _tower_cfg(),
     'clip_pe_vit_small_patch16_fire_224': _tower_cfg(),
     'clip_pe_vit_base_patch16_fire_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_gta_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_gta_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_gta_224': _tower_cfg(),
 })
 
 _TOWERS = {name: name[len('clip_'):] for name in default_cfgs}  # tower -> its pe_vit_* image model
@@ -646,6 +649,30 @@ def clip_pe_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEV
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fire',
                       pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
     return _create_clip_tower('clip_pe_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with GTA: q, k, v and the output transformed per token (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_tiny_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with GTA: q, k, v and the output transformed per token (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_small_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with GTA: q, k, v and the output transformed per token (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower('clip_pe_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 

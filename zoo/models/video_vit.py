@@ -304,6 +304,9 @@ default_cfgs = generate_default_cfgs({
     'pe_video_vit_tiny_patch16_fire_224': _cfg(),
     'pe_video_vit_small_patch16_fire_224': _cfg(),
     'pe_video_vit_base_patch16_fire_224': _cfg(),
+    'pe_video_vit_tiny_patch16_gta_224': _cfg(),
+    'pe_video_vit_small_patch16_gta_224': _cfg(),
+    'pe_video_vit_base_patch16_gta_224': _cfg(),
 })
 
 #: The ``{pe}`` part of a video model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``).
@@ -312,6 +315,7 @@ VIDEO_PE_MODELS: Dict[str, str] = {
     'fourier': 'fourier', 'rope3d': 'rope3d', 'rope_mixed': 'rope_mixed', 'comrope_ap': 'comrope',
     'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
     'kerple_power': 'kerple_power', 'fire': 'fire',
+    'gta': 'gta',
 }
 PE_OF_MODEL.update({
     name: VIDEO_PE_MODELS[name[len('pe_video_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs})
@@ -780,3 +784,30 @@ def pe_video_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PE
                       qkv_bias=True, pe='fire', pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_video_vit(
         'pe_video_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), GTA on (row, col, t): q, k, v, output transformed (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='gta', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), GTA on (row, col, t): q, k, v, output transformed (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='gta', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), GTA on (row, col, t): q, k, v, output transformed (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='gta', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))

@@ -509,6 +509,9 @@ default_cfgs = generate_default_cfgs({
     'pe_vit_tiny_patch16_fire_224': _cfg(),
     'pe_vit_small_patch16_fire_224': _cfg(),
     'pe_vit_base_patch16_fire_224': _cfg(),
+    'pe_vit_tiny_patch16_gta_224': _cfg(),
+    'pe_vit_small_patch16_gta_224': _cfg(),
+    'pe_vit_base_patch16_gta_224': _cfg(),
 })
 
 # the ``{pe}`` part of a model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``)
@@ -517,6 +520,7 @@ _ENCODING_OF_SUFFIX = {
     'rope_axial': 'rope_axial', 'rope_mixed': 'rope_mixed', 'rope_mixed_ape': 'rope_mixed_ape', 'irpe_k': 'irpe',
     'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
     'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire',
+    'gta': 'gta',
 }
 
 #: Model name -> registered encoding name of every zoo model (``zoo list``, reports, checkpoint identity checks);
@@ -962,3 +966,27 @@ def pe_vit_base_patch16_fire_224(pretrained: bool = False, **kwargs) -> PEVision
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='fire',
                       pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_vit('pe_vit_base_patch16_fire_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16 with GTA: q, k, v and the output transformed by each token's SO(2) group element (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16 with GTA: q, k, v and the output transformed by each token's SO(2) group element (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16 with GTA: q, k, v and the output transformed by each token's SO(2) group element (arXiv:2310.10375)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='gta',
+                      pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
