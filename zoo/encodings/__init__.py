@@ -14,5 +14,4 @@ from .comrope import ComRoPE, LieRE
 from .distance import FIRE, ALiBi, KerpleLog, KerplePower, alibi_slopes
 from .gta import GTA
 from .randomized import RandomPositions
-from .lape import LaPE, LaPETerm
 from . import multimodal_rope
