@@ -8,6 +8,10 @@ Eight classes, each a coloured shape (white rim) over moving backgrounds cut fro
   stay; the last frame shows both;
 * ``speed_slow``, ``speed_fast``: one shape swings back and forth once, or three times, over the clip.
 
+``--task ranking`` / ``--task steps`` write the diagnostic tasks of :mod:`zoo.datasets.diagnostic_video` instead
+(classes that only the order or time of tubelet-aligned events separates; the PE-ranking task of
+``benchmarks/video_sweep.py``), on generated backgrounds.
+
 Layout: ``<out>/train/<class>/<class>_NNNNN.mp4`` and ``<out>/val/<class>/...`` (the video-folder layout of
 :class:`zoo.datasets.video_folder.SafeVideoFolder`), H.264 through PyAV, plus ``<out>/meta.json``. Every clip is drawn
 from its own generator seeded by ``(seed, split, class, index)``: the same arguments give the same frames.
@@ -28,11 +32,13 @@ from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, che
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['CLASSES', 'make_videos', 'render_clip', 'main']
+__all__ = ['CLASSES', 'VIDEO_TASKS', 'make_videos', 'render_clip', 'main']
 
 CLASSES = ('motion_down', 'motion_left', 'motion_right', 'motion_up', 'order_blue_first', 'order_red_first',
            'speed_fast', 'speed_slow')
 _SPLITS = ('train', 'val')
+# --task: the original eight classes, or a diagnostic task (zoo.datasets.diagnostic_video.TASKS)
+VIDEO_TASKS = ('basic', 'ranking', 'steps')
 
 
 def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -81,7 +87,8 @@ def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rn
 
 def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, size: int = 64, seed: int = 0,
                 clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, val_per_class: Optional[int] = None, fps: int = 8,
-                classes: Sequence[str] = CLASSES, progress: bool = True) -> Dict:
+                classes: Optional[Sequence[str]] = None, progress: bool = True, task: str = 'basic',
+                blocks: int = 4) -> Dict:
     """Write the synthetic video-folder set.
 
     Args:
@@ -90,18 +97,28 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         num_frames: frames per clip.
         size: frame height and width in pixels (even).
         seed: base seed.
-        clips_dir: folder of real clips for the backgrounds (missing: generated backgrounds, with a warning).
+        clips_dir: folder of real clips for the backgrounds of task ``basic`` (missing: generated backgrounds, with a
+            warning); the diagnostic tasks always use generated backgrounds.
         val_per_class: validation clips per class (default ``max(1, num_per_class // 4)``).
         fps: frame rate written in the files.
-        classes: subset of :data:`CLASSES`.
+        classes: subset of the task's classes (default all: :data:`CLASSES`, or
+            :data:`zoo.datasets.diagnostic_video.TASKS` ``[task]``).
         progress: show a tqdm bar.
+        task: ``basic`` (the eight classes above), ``ranking`` or ``steps`` (:mod:`zoo.datasets.diagnostic_video`).
+        blocks: diagnostic tasks: blocks per clip, the training tubelet count (``num_frames`` must be a multiple).
 
     Returns:
         The metadata written to ``<out_dir>/meta.json`` (arguments, classes, counts, seconds taken).
 
     Raises:
-        ValueError: non-positive counts, odd or tiny size, fewer than 4 frames, unknown class.
+        ValueError: non-positive counts, odd or tiny size, fewer than 4 frames, unknown task or class, frames not a
+            multiple of ``blocks``.
     """
+    from .diagnostic_video import TASKS, DiagnosticClips, block_bounds
+    if task not in VIDEO_TASKS:
+        raise ValueError(f'unknown --task {task!r}; choose one of {", ".join(VIDEO_TASKS)}')
+    all_classes = CLASSES if task == 'basic' else TASKS[task]
+    classes = all_classes if classes is None else tuple(classes)
     if num_per_class < 1 or (val_per_class is not None and val_per_class < 0):
         raise ValueError(f'--num-per-class must be >= 1 (got {num_per_class}) and val_per_class >= 0')
     if num_frames < 4:
@@ -109,23 +126,39 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
     check_size(size)
     if fps < 1:
         raise ValueError(f'fps must be >= 1, got {fps}')
-    bad = [c for c in classes if c not in CLASSES]
+    bad = [c for c in classes if c not in all_classes]
     if bad or not classes:
-        raise ValueError(f'unknown classes {bad}; choose from {", ".join(CLASSES)}')
+        raise ValueError(f'unknown classes {bad} for --task {task}; choose from {", ".join(all_classes)}')
+    if task != 'basic':
+        block_bounds(num_frames, blocks)
     val_per_class = max(1, num_per_class // 4) if val_per_class is None else val_per_class
     t0 = time.time()
-    segs = background_segments(clips_dir, size, num_frames + 8, seed=seed)
     counts = {'train': num_per_class, 'val': val_per_class}
+    if task == 'basic':
+        segs = background_segments(clips_dir, size, num_frames + 8, seed=seed)
+    else:
+        sets = {split: DiagnosticClips(task, split, max(1, counts[split]), num_frames, size, blocks, seed)
+                for split in _SPLITS}
+        segs, clips_dir = sets['train'].backgrounds, None
     jobs = [(split, ci, cls, i) for split in _SPLITS for ci, cls in enumerate(classes) for i in range(counts[split])]
     for split, ci, cls, i in tqdm(jobs, desc='make-videos', unit='clip', disable=not progress):
-        rng = np.random.default_rng([seed, _SPLITS.index(split), CLASSES.index(cls), i])
-        frames = render_clip(cls, num_frames, size, pick_background(segs, num_frames, rng), rng)
+        if task == 'basic':
+            rng = np.random.default_rng([seed, _SPLITS.index(split), CLASSES.index(cls), i])
+            frames = render_clip(cls, num_frames, size, pick_background(segs, num_frames, rng), rng)
+        else:  # the in-memory set's frames of this clip
+            ds = sets[split]
+            frames = ds.frames(ds.classes.index(cls) * ds.per_class + i)[0]
         folder = os.path.join(out_dir, split, cls)
         os.makedirs(folder, exist_ok=True)
         write_mp4(os.path.join(folder, f'{cls}_{i:05d}.mp4'), frames, fps=fps)
-    meta = dict(generator='zoo.datasets.synthetic_video', classes=list(classes), num_per_class=counts,
+    meta = dict(generator='zoo.datasets.synthetic_video', task=task, classes=list(classes), num_per_class=counts,
                 num_frames=num_frames, size=size, fps=fps, seed=seed, num_background_segments=len(segs))
-    return write_meta(out_dir, meta, clips_dir, t0)
+    if task != 'basic':
+        meta['blocks'] = blocks
+    meta = write_meta(out_dir, meta, clips_dir, t0)
+    _logger.info('make-videos: %d clips in %.1f s (%.0f clips/s)', len(jobs), meta['seconds'],
+                 len(jobs) / max(meta['seconds'], 1e-9))
+    return meta
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,6 +167,15 @@ def build_parser() -> argparse.ArgumentParser:
                          ('num_per_class', 'training clips per class'), 'frames per clip',
                          'frame rate written in the files', 'the backgrounds')
     p.add_argument('--val-per-class', type=int, default=None, help='validation clips per class (default N/4)')
+    p.add_argument('--task', choices=VIDEO_TASKS, default='basic',
+                   help='basic: the eight motion / order / speed classes on real-clip backgrounds (solvable without '
+                        'positions); ranking: red-then-blue vs blue-then-red flashes of equal on-screen time in '
+                        'tubelet-aligned blocks, plus one flash in the first vs the last block (the PE-ranking task: '
+                        'no PE, at best 50 %%); steps: a shape stepping left / right / up / down one step per block '
+                        '(harder). The diagnostic tasks use generated backgrounds (default basic)')
+    p.add_argument('--blocks', type=int, default=4,
+                   help='ranking / steps: blocks per clip, nothing moves inside one; use the training tubelet count '
+                        '(8 sampled frames, 2-frame tubelets: 4); --frames must be a multiple (default 4)')
     return p
 
 
