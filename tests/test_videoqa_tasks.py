@@ -114,3 +114,30 @@ def test_diagnostic_set_loads_and_batches(diag):
         for r in rs:
             it = items[os.path.basename(r.video)]
             assert r.options == it['candidates'] and r.options[r.answer] == it['answer']
+
+
+def test_train_predictions_read_the_letter_at_the_answer_position(diag):
+    """VideoQATask.train_predictions (the training loop's per-epoch train accuracy and most-frequent-letter share):
+    the option letter scored highest at each sample's first answer position, against the right option."""
+    import torch
+    from zoo.datasets.videoqa import VideoQADataset, collate_videoqa, load_benchmark
+    from zoo.models.vlm import create_video_llm
+    from zoo.tasks.videoqa import VideoQATask
+    torch.manual_seed(0)
+    model = create_video_llm('pe_vlm_tiny_mrope', dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=64,
+                             tower_kwargs=dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2))
+    records, _ = load_benchmark('mvbench', diag, tasks=['flash_position', 'flash_order'])
+    ds = VideoQADataset(records[:3] + records[-3:], FrameSampling('uniform', 8), size=32)
+    task = VideoQATask(model, num_options=4)
+    assert task.train_outcomes == ('A', 'B', 'C', 'D') and VideoQATask(model).train_outcomes is None
+    batch = task.to_batch(collate_videoqa([ds[i] for i in range(len(ds))]), torch.device('cpu'), train=True)
+    assert batch.answer_counts == [2] * 6  # the letter, then <|im_end|>
+    want = [(k + 1) % len(r.options) for k, r in enumerate(ds.records)]  # choose a letter other than the answer
+    logits = torch.zeros(len(batch.targets), max(task.letter_ids) + 1)
+    for k, w in enumerate(want):
+        logits[2 * k, task.letter_ids[w]] = 5.  # first answer position of sample k
+        logits[2 * k + 1, task.letter_ids[(w + 1) % 4]] = 9.  # the end-of-turn position must not count
+    pred, true = task.train_predictions(logits, batch)
+    assert pred.tolist() == want and true.tolist() == [r.answer for r in ds.records]
+    with pytest.raises(ValueError, match='num_options'):
+        VideoQATask(model, num_options=1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -70,12 +70,28 @@ class VideoQATask(Task):
     Loader batches are ``{'items': [...], 'bad': [...]}`` from :func:`zoo.datasets.videoqa.collate_videoqa` (items of
     :class:`zoo.datasets.videoqa.VideoQADataset`: uint8 frames, timestamps, the record).
 
+    Training metrics (:meth:`train_predictions`, logged per epoch by the training loop as ``train_top1`` and
+    ``train_top_share``): the option letter scored highest at the answer position against the right one, so
+    ``train_top_share`` is the share of the most frequent letter (near 100 %: the one-letter plateau).
+
     Args:
         model: the (unwrapped) video-LLM; only its tokenizer, prompt builder and frame preprocessing are used here.
+        num_options: the most options a training question has; the training metrics count letters ``A`` to this
+            one (``train_outcomes``). ``None``: no training metrics.
+
+    Raises:
+        ValueError: an option letter that is not one token; ``num_options`` outside 2-26.
     """
 
-    def __init__(self, model: nn.Module):
+    train_outcomes: Optional[Tuple[str, ...]] = None
+
+    def __init__(self, model: nn.Module, num_options: Optional[int] = None):
         self.model = model
+        if num_options is not None:
+            if not 2 <= num_options <= len(LETTERS):
+                raise ValueError(f'num_options must be 2-{len(LETTERS)} (the most options of a training question), '
+                                 f'got {num_options}')
+            self.train_outcomes = tuple(LETTERS[:num_options])
         tok = model.tokenizer
         self.letter_ids = []
         for c in LETTERS:
@@ -128,6 +144,21 @@ class VideoQATask(Task):
             counts.correct5 += int(bool((lg.argmax(-1) == tg).all()))
             counts.loss_sum += float(F.cross_entropy(lg, tg))
             counts.n += 1
+
+    def _chosen(self, outputs: torch.Tensor, batch: VideoQABatch) -> List[int]:
+        """Per sample, the index of the option whose letter scores highest at the first answer position."""
+        firsts = torch.tensor(np.cumsum([0] + batch.answer_counts[:-1]), dtype=torch.int64, device=outputs.device)
+        first = outputs.detach()[firsts].float()  # (B, vocab): the letter is the first answer token
+        return [int(first[r, batch.option_ids[r].to(first.device)].argmax()) for r in range(len(batch.answers))]
+
+    def train_predictions(self, outputs: torch.Tensor,
+                          batch: VideoQABatch) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """The chosen and the right option indices ``(B,)`` int64 of a training batch (``None`` without
+        ``num_options``, or for an empty batch)."""
+        if self.train_outcomes is None or not batch.answers:
+            return None
+        return (torch.tensor(self._chosen(outputs, batch), dtype=torch.int64),
+                torch.tensor(batch.answers, dtype=torch.int64))
 
 
 # ---- training (zoo train-vlm) ---------------------------------------------------------------------------------------
@@ -233,7 +264,7 @@ class VideoQATraining(TrainingTask):
                             dict(model.data_config, frame_size=self.img_size), args.data_dir)
 
     def create_task(self, model: nn.Module, data: TrainingData) -> Task:
-        return VideoQATask(model)
+        return VideoQATask(model, num_options=max(len(r.options) for r in data.train.records))
 
     def meta(self, data: TrainingData) -> Dict[str, Any]:
         args = self.args
