@@ -16,6 +16,7 @@ from torch.export import Dim
 
 import zoo  # noqa: F401
 from zoo.encodings import STRATEGIES, create_pos_encoding, get_pos_encoding_class, list_pos_encodings
+from zoo.encodings.extrapolation import HEAD_STRATEGIES
 from zoo.models.vit import PEVisionTransformer
 
 KINDS = list_pos_encodings()
@@ -209,7 +210,7 @@ def test_extrapolation_hook_matches_the_constructor(kind):
     geo = dict(dim=64, num_heads=2, depth=2, grid_size=(4, 4), num_prefix_tokens=1, num_class_tokens=1)
     pe = create_pos_encoding(kind, geo)
     supported = get_pos_encoding_class(kind).supported_extrapolations()
-    assert supported[0] == 'none' and set(supported) <= set(STRATEGIES)
+    assert supported[0] == 'none' and set(supported) <= set(STRATEGIES + HEAD_STRATEGIES)
     held = pe.extrapolation
     assert (held is None) == (supported == ('none',))
     for strategy in STRATEGIES:
@@ -289,7 +290,7 @@ def _v(t: int = 2, h: int = 4, w: int = 4, b: int = 2, seed: int = 0) -> torch.T
 def test_video_kinds_cover_the_3d_encodings():
     assert {'ape', 'st_ape', 'sincos1d', 'sincos3d', 'nope', 'peg', 'fourier', 'rope3d', 'rope_mixed', 'comrope',
             'liere', 'irpe'} <= set(VIDEO_KINDS)
-    assert set(IMAGE_ONLY_KINDS) == {'sincos', 'rope_axial'}
+    assert set(IMAGE_ONLY_KINDS) == {'sincos', 'rope_axial', 'sincos_lape', 'urpe'}
 
 
 @pytest.mark.parametrize('kind', IMAGE_ONLY_KINDS)

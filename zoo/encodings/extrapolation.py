@@ -27,6 +27,14 @@ leaves a grid no larger than the training grid exactly unchanged.
   tokens, which rotate by angle 0, are scaled alike). The ``s`` of the temperature is the token-count ratio of a grid
   (``prod_a s_a``; 1D: ``s``), and for explicit-id schemes (video-LLMs) the largest ``s_a`` (text: the context ratio).
 
+* ``mspoe``: Ms-PoE, Zhang et al. 2024, "Found in the Middle: How Language Models Use Long Contexts Better via
+  Plug-and-Play Positional Encoding" (arXiv:2403.04797), Sec. 3: training-free, per head. Head ``n`` reads positions
+  ``m / r_n`` with ratios ``r`` from ``ratio_min`` to ``ratio_max`` (1.2 and 1.8) over the heads, assigned by a head
+  order (``'normal'``: reversed head index; ``'outlier'``: heads sorted by their share of outlier attention weights,
+  the most position-aware head getting the smallest ratio; or an explicit permutation). Only the multimodal RoPE of
+  the video-LLM decoder takes it (key heads, so under GQA every query head of a group shares its group's ratio); see
+  :mod:`zoo.encodings.multimodal.mspoe` and ``docs/mspoe.md`` for the rule, the options and the official code's bugs.
+
 Additive encodings (``sincos``, ``fourier``) have the matching coordinate choice: ``none`` (integer patch
 coordinates, extrapolated) or ``pi`` (coordinates rescaled by ``L_a / L'_a`` per axis, so a larger grid covers the
 trained range). NTK and YaRN change rotary frequencies and the attention temperature and do not apply to them.
@@ -44,11 +52,15 @@ from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-__all__ = ['STRATEGIES', 'COORDINATE_STRATEGIES', 'Extrapolation', 'ntk_exponents', 'yarn_ramp', 'set_extrapolation',
-           'extrapolation_of']
+__all__ = ['STRATEGIES', 'COORDINATE_STRATEGIES', 'HEAD_STRATEGIES', 'MSPOE_OPTIONS', 'Extrapolation', 'ntk_exponents',
+           'yarn_ramp', 'set_extrapolation', 'extrapolation_of']
 
 STRATEGIES = ('none', 'pi', 'ntk', 'yarn')
 COORDINATE_STRATEGIES = ('none', 'pi')
+#: Per-head strategies (Ms-PoE); taken by the encodings that list them (``multimodal_rope``).
+HEAD_STRATEGIES = ('mspoe',)
+#: Ms-PoE's options and defaults (:mod:`zoo.encodings.multimodal.mspoe`).
+MSPOE_OPTIONS = {'ratio_min': 1.2, 'ratio_max': 1.8, 'head_order': 'normal', 'layers': None, 'official': False}
 
 
 def ntk_exponents(num_bands: int, device: Optional[torch.device] = None, period: Optional[int] = None) -> torch.Tensor:
@@ -73,11 +85,13 @@ class Extrapolation:
         train_grid: training extent per axis, in the encoding's position units (the model's ``grid_size`` in
             patches ``(H, W)`` / ``(T, H, W)``; for explicit-id schemes the span of ids seen in training per axis).
         alpha, beta: YaRN's ramp bounds (turns over the training extent); 1 and 32 as in the paper.
+        mspoe: Ms-PoE's options as sorted ``(key, value)`` pairs (:data:`MSPOE_OPTIONS`), empty otherwise.
     """
     strategy: str = 'none'
     train_grid: Optional[Tuple[float, ...]] = None
     alpha: float = 1.0
     beta: float = 32.0
+    mspoe: Tuple[Tuple[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, value: Union[None, str, Mapping[str, Any], 'Extrapolation'], train_grid: Optional[Sequence] = None,
@@ -89,11 +103,12 @@ class Extrapolation:
             ValueError: unknown strategy or key, a strategy ``encoding`` does not support, bad ``train_grid`` or ramp.
         """
         if isinstance(value, Extrapolation):
-            opts = dict(strategy=value.strategy, train_grid=value.train_grid, alpha=value.alpha, beta=value.beta)
+            opts = dict(strategy=value.strategy, train_grid=value.train_grid, alpha=value.alpha, beta=value.beta,
+                        **dict(value.mspoe))
         elif value is None or isinstance(value, str):
             opts = dict(strategy=value or 'none')
         elif isinstance(value, Mapping):
-            unknown = sorted(set(value) - {'strategy', 'train_grid', 'alpha', 'beta'})
+            unknown = sorted(set(value) - {'strategy', 'train_grid', 'alpha', 'beta', *MSPOE_OPTIONS})
             if unknown:
                 raise ValueError(f'{encoding}: unknown extrapolation options {unknown}; use strategy, train_grid, '
                                  'alpha, beta (e.g. dict(strategy="yarn", train_grid=(14, 14)))')
@@ -102,9 +117,12 @@ class Extrapolation:
             raise ValueError(f'{encoding}: extrapolation must be a strategy name {STRATEGIES} or a dict, got '
                              f'{type(value).__name__}')
         strategy = opts.get('strategy', 'none')
-        if strategy not in STRATEGIES:
+        if strategy not in STRATEGIES + HEAD_STRATEGIES:
             raise ValueError(f'{encoding}: unknown extrapolation strategy {strategy!r}; choose one of {STRATEGIES} '
-                             '(none, position interpolation, NTK-aware scaling, YaRN)')
+                             '(none, position interpolation, NTK-aware scaling, YaRN) or mspoe (Ms-PoE)')
+        if strategy in HEAD_STRATEGIES and strategy not in allowed:
+            raise ValueError(f'{encoding}: extrapolation {strategy!r} (per-head position scales) is taken only by the '
+                             "video-LLM decoder's multimodal_rope encoding; fix: use none, pi, ntk or yarn here")
         if strategy not in allowed:
             raise ValueError(f'{encoding}: extrapolation {strategy!r} does not apply to it (it supports '
                              f'{tuple(allowed)}): NTK and YaRN rescale rotary frequencies and the attention '
@@ -123,7 +141,14 @@ class Extrapolation:
         alpha, beta = float(opts.get('alpha', 1.0)), float(opts.get('beta', 32.0))
         if not 0 <= alpha < beta:
             raise ValueError(f'{encoding}: YaRN needs 0 <= alpha < beta, got alpha={alpha}, beta={beta}')
-        return cls(strategy, grid, alpha, beta)
+        mspoe = ()
+        if strategy == 'mspoe':
+            from .multimodal.mspoe import check_mspoe_options  # the options' rules live with the method
+            mspoe = check_mspoe_options({k: opts.get(k, v) for k, v in MSPOE_OPTIONS.items()}, encoding)
+        elif any(k in opts and opts[k] != MSPOE_OPTIONS[k] for k in MSPOE_OPTIONS):
+            raise ValueError(f'{encoding}: the options {sorted(k for k in MSPOE_OPTIONS if k in opts)} belong to '
+                             f"extrapolation 'mspoe', not {strategy!r}")
+        return cls(strategy, grid, alpha, beta, mspoe)
 
     @property
     def active(self) -> bool:
@@ -190,12 +215,16 @@ class Extrapolation:
 
     def key(self) -> tuple:
         """Cache-key part."""
-        return (self.strategy, self.train_grid, self.alpha, self.beta)
+        return (self.strategy, self.train_grid, self.alpha, self.beta, self.mspoe)
 
     def describe(self) -> str:
         """One line for reports."""
         if not self.active:
             return 'none (integer positions extrapolate)'
+        if self.strategy == 'mspoe':
+            o = dict(self.mspoe)
+            return (f"mspoe (ratios {o['ratio_min']:g}..{o['ratio_max']:g}, head order {o['head_order']}"
+                    f"{', official' if o['official'] else ''})")
         grid = 'x'.join(f'{g:g}' for g in self.train_grid) if self.train_grid else '?'
         extra = f', YaRN ramp alpha={self.alpha:g}, beta={self.beta:g}' if self.strategy == 'yarn' else ''
         return f'{self.strategy} (training grid {grid}{extra})'

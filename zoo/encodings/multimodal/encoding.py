@@ -15,14 +15,15 @@ import torch
 
 from .._cache import TableCache
 from ..base import AttnTerm, Positions, PosEncoding
-from ..extrapolation import STRATEGIES, Extrapolation, ntk_exponents
+from ..extrapolation import HEAD_STRATEGIES, STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
-from ..rotation import check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
+from ..rotation import apply_rope, check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
 from .ids import decode_position_ids, get_position_ids
+from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import IMAGE, VIDEO, Block, get_scheme
 
-__all__ = ['axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+__all__ = ['MsPoETerm', 'axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
 LAYOUT = 'half'
@@ -101,7 +102,7 @@ def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float,
     axes = axes.to(pos.device)
     inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
     scale = 1.0
-    if ext is not None and ext.active:
+    if ext is not None and ext.active and ext.strategy != 'mspoe':  # Ms-PoE: per head, in MsPoETerm
         span = (pos.flatten(1).amax(1) - pos.flatten(1).amin(1) + 1).tolist()           # per id axis
         factors = ext.factors(span, 'multimodal_rope')
         e = ntk_exponents(head_dim // 2, pos.device)
@@ -220,6 +221,72 @@ def apply_multimodal_rope(
     return q, k
 
 
+class MsPoETerm(AttnTerm):
+    """The rotation of one layer under Ms-PoE: positions divided per head by that head's ratio, then RoPE.
+
+    The head order (and so the ratios) is settled when q and k are known (``'outlier'``: from the un-rotated q and k
+    of the prompt), and kept in :attr:`state` for the decoding steps that follow (the decoder binds one state dict per
+    layer from its KV cache).
+
+    Args:
+        pos: ``(A, B, L)`` float32 position ids (A: the scheme's axes).
+        axes: ``(1 or Hk, head_dim / 2)`` int64 axis of each rotary pair (``-1``: not rotated).
+        inv_freq: ``(head_dim / 2,)`` float32 frequencies (radians per position).
+        options: Ms-PoE's options (:func:`check_mspoe_options`).
+        key_mask: ``(B, L_keys)`` bool, True for real keys (``'outlier'`` order), or ``None``.
+    """
+
+    def __init__(self, pos: torch.Tensor, axes: torch.Tensor, inv_freq: torch.Tensor, options: Mapping[str, Any],
+                 key_mask: Optional[torch.Tensor] = None):
+        self.pos, self.axes, self.inv_freq = pos, axes, inv_freq
+        self.options = dict(options)
+        self.key_mask = key_mask
+        self.state: Dict[str, Any] = {}
+
+    def ratios(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Ratios ``(B, Hq)`` of the query heads and ``(B, Hk)`` of the key heads (settling the head order)."""
+        o = self.options
+        b, hq, hk = q.shape[0], q.shape[1], k.shape[1]
+        official = o['official']
+        n = hq if official else hk
+        order = self.state.get('order')
+        if order is None:
+            mode = o['head_order']
+            if mode == 'normal':
+                order = torch.arange(n - 1, -1, -1, device=q.device).expand(b, n)
+            elif mode == 'outlier':
+                order = mspoe_head_order(q, k, self.key_mask, None if official else hk)
+            else:
+                if len(mode) != n:
+                    what = 'query' if official else 'key'
+                    raise ValueError(f'mspoe head_order {list(mode)} has {len(mode)} entries but the layer has {n} '
+                                     f'{what} heads; fix: pass a permutation of 0..{n - 1}')
+                order = torch.tensor(mode, device=q.device).expand(b, n)
+            self.state['order'] = order
+        r = mspoe_ratios(n, o['ratio_min'], o['ratio_max'], official).to(q.device)
+        heads = mspoe_head_ratios(order, r, official)
+        if official:
+            return heads, heads[:, ::hq // hk]
+        return heads.repeat_interleave(hq // hk, dim=1), heads
+
+    def _rot(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        h = x.shape[1]
+        axes = self.axes.to(x.device)
+        if axes.shape[0] != 1:
+            axes = axes.repeat_interleave(h // axes.shape[0], dim=0)
+        pos = self.pos.to(x.device).float()                                                       # (A, B, L)
+        per_pair = pos.permute(1, 2, 0)[..., axes.clamp(min=0)]                                    # (B, L, H', half)
+        per_pair = per_pair.permute(0, 2, 1, 3)                                                    # (B, H', L, half)
+        freq = torch.where(axes >= 0, self.inv_freq.to(x.device), torch.zeros_like(self.inv_freq.to(x.device)))
+        angles = (per_pair / r[:, :, None, None]) * freq[None, :, None, :]
+        sin, cos = rope_sin_cos(angles, 'half')
+        return apply_rope(x, sin, cos, 'half')
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        rq, rk = self.ratios(q, k)
+        return self._rot(q, rq), self._rot(k, rk)
+
+
 @register_pos_encoding('multimodal_rope')
 class MultimodalRoPE(PosEncoding):
     """Multimodal RoPE for video-LLM decoders (and any backbone): one scheme's frequency allocation applied to
@@ -245,7 +312,9 @@ class MultimodalRoPE(PosEncoding):
             when ids are derived from a grid; training draws its own per sample (:meth:`draw_training_options`).
         extrapolation: ``'none'`` or a dict ``{'strategy': 'pi' | 'ntk' | 'yarn', 'train_grid': (...)}`` whose
             ``train_grid`` is the span of position ids per id axis seen in training (scheme axis order, e.g.
-            ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`.
+            ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`. Or
+            ``{'strategy': 'mspoe', ...}`` (Ms-PoE, per key head, :mod:`zoo.encodings.multimodal.mspoe`; explicit ids
+            only).
         p_rope: p-RoPE (Barbero et al., arXiv:2410.06205): the fraction of rotary pairs, the highest frequencies
             ``theta^(-2j / head_dim)``, that rotate; the others get zero frequency whichever axis the scheme gives
             them (so a scheme that puts t on the lowest frequencies, VideoRoPE, loses t first). 1 = the scheme as is.
@@ -263,7 +332,7 @@ class MultimodalRoPE(PosEncoding):
             axes or tokens.
     """
     family = 'Multimodal RoPE'
-    extrapolation_strategies = STRATEGIES
+    extrapolation_strategies = STRATEGIES + HEAD_STRATEGIES
     adaptation = 'positions from explicit per-token ids (or the grid laid out as one visual block); nothing learned'
 
     def __init__(self, dim: int, num_heads: int, depth: int, num_kv_heads: Optional[int] = None,
@@ -374,8 +443,13 @@ class MultimodalRoPE(PosEncoding):
                 raise ValueError(f'Positions.ids must be (A, B, L) with A = {self.spec.num_axes} '
                                  f'({", ".join(self.spec.axis_names)}) for scheme {self.scheme!r}, got shape '
                                  f'{tuple(ids.shape)}; fix: build them with get_position_ids({self.scheme!r}, ...)')
+            if self.extrapolation.strategy == 'mspoe':
+                return self._mspoe_terms(ids, pos.attn_mask, device)
             term = self.term(ids, device)
         elif pos.grid is not None:
+            if self.extrapolation.strategy == 'mspoe':
+                raise ValueError("multimodal_rope: extrapolation 'mspoe' needs explicit position ids (the video-LLM "
+                                 'decoder), not a patch grid; fix: use none, pi, ntk or yarn for a ViT')
             grid, npt = pos.grid, pos.num_prefix_tokens  # no int(): sizes stay symbolic under export / compile
             term = self._cache.get(lambda: (tuple(int(x) for x in grid), npt, str(device), self.extrapolation.key()),
                                    lambda: self.term(self.grid_position_ids(grid, npt), device)).select(pos)
@@ -383,3 +457,24 @@ class MultimodalRoPE(PosEncoding):
             raise ValueError('multimodal_rope needs Positions.ids (A, B, L) or a patch grid; fix: pass '
                              'Positions(grid=None, ids=get_position_ids(...)[0])')
         return [term] * self.depth
+
+    def _mspoe_terms(self, ids: torch.Tensor, key_mask: Optional[torch.Tensor],
+                     device: torch.device) -> List[AttnTerm]:
+        """One :class:`MsPoETerm` per Ms-PoE layer (each settles its own head order), plain RoPE elsewhere."""
+        opts = dict(self.extrapolation.mspoe)
+        pos = _as_axes(ids.to(device), self.spec.num_axes, self.scheme).to(torch.float32)
+        inv_freq = rope_frequencies(self.head_dim // 2, self.theta, device=device)
+        if self.p_rope < 1.0:
+            half = self.head_dim // 2
+            inv_freq = inv_freq * p_rope_mask(torch.arange(half, device=device), half, self.p_rope)
+        layers = opts['layers']
+        plain = None
+        terms: List[AttnTerm] = []
+        for i in range(self.depth):
+            if layers is None or i in layers:
+                terms.append(MsPoETerm(pos, self.axes, inv_freq, opts, key_mask))
+            else:
+                plain = plain or RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, None, self.p_rope),
+                                            layout=LAYOUT)
+                terms.append(plain)
+        return terms

@@ -58,6 +58,8 @@ class Decoder(nn.Module):
         eps: RMSNorm epsilon.
         scheme_options: the scheme's evaluation options (held by the encoding ``pe``, which owns the scheme and
             gives the position ids: ``pe.position_ids``).
+        extrapolation: the encoding's training-free strategy (``'none'``; ``pe.set_extrapolation`` switches it),
+            e.g. ``dict(strategy='mspoe', layers=(2, 3))`` (:mod:`zoo.encodings.extrapolation`).
 
     Raises:
         ValueError: unknown scheme; a geometry the scheme's frequency allocation cannot split exactly (the message
@@ -67,7 +69,7 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, dim: int, depth: int, num_heads: int, num_kv_heads: int,
                  head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None, scheme: str = 'mrope',
                  theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None, eps: float = 1e-6,
-                 scheme_options: Optional[Mapping[str, Any]] = None):
+                 scheme_options: Optional[Mapping[str, Any]] = None, extrapolation: Any = 'none'):
         super().__init__()
         head_dim = int(head_dim or dim // num_heads)
         mlp_hidden = int(mlp_hidden or 64 * -(-(8 * dim // 3) // 64))
@@ -76,7 +78,7 @@ class Decoder(nn.Module):
         self.pe = create_pos_encoding('multimodal_rope', dict(dim=dim, num_heads=num_heads, depth=depth),
                                       dict(num_kv_heads=num_kv_heads, scheme=scheme, theta=theta,
                                            mrope_section=mrope_section, head_dim=head_dim,
-                                           scheme_options=scheme_options))
+                                           scheme_options=scheme_options, extrapolation=extrapolation))
         self.blocks = nn.ModuleList([DecoderBlock(dim, num_heads, num_kv_heads, head_dim, mlp_hidden, eps)
                                      for _ in range(depth)])
         self.norm = RmsNorm(dim, eps=eps)
@@ -112,6 +114,14 @@ class Decoder(nn.Module):
         """
         pos = Positions(None, ids=position_ids, attn_mask=attn_mask, is_causal=True)
         terms = self.pe.attn_terms(pos, x.dtype, x.device)
+        if kv_cache is not None:  # per-layer state a term settles at the prefill and keeps (Ms-PoE's head order)
+            states = getattr(kv_cache, 'term_state', None)
+            if states is None:
+                states = kv_cache.term_state = {}
+            terms = list(terms)
+            for i, t in enumerate(terms):
+                if hasattr(t, 'state'):
+                    t.state = states.setdefault(i, {})
         # A left-padded query sees no key at all; some SDPA kernels return NaN for it. Zero padded rows after every
         # block so that their keys and values stay finite (real tokens never attend to them).
         real = None if attn_mask is None else attn_mask[:, -x.shape[1]:].unsqueeze(-1)
