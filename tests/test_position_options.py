@@ -13,9 +13,9 @@ from zoo.encodings import Positions, RandomPositions, create_pos_encoding
 from zoo.encodings.registry import takers
 
 CPU = torch.device('cpu')
-P_ROPE = ['rope_axial', 'rope_mixed', 'rope_mixed_ape', 'rope3d', 'multimodal_rope']
+P_ROPE = ['rope_axial', 'rope_mixed', 'rope_mixed_ape', 'rope3d', 'multimodal_rope', 'gta']
 RANDOM = ['sincos', 'sincos3d', 'fourier', 'rope_axial', 'rope_mixed', 'rope_mixed_ape', 'rope3d', 'alibi',
-          'kerple_log', 'kerple_power', 'fire']
+          'kerple_log', 'kerple_power', 'fire', 'comrope', 'liere', 'gta']
 IMAGE_ONLY = {'sincos', 'rope_axial'}
 
 
@@ -29,6 +29,7 @@ def test_the_options_name_their_takers():
     assert set(takers('p_rope')) == set(P_ROPE)
     assert set(takers('random_positions')) == set(RANDOM)
     for kind, opt in [('ape', dict(p_rope=0.5)), ('comrope', dict(p_rope=0.5)), ('alibi', dict(p_rope=0.5)),
+                      ('liere', dict(p_rope=0.5)),
                       ('irpe', dict(random_positions='subset')), ('peg', dict(random_positions='cape'))]:
         with pytest.raises(ValueError) as err:
             _pe(kind, **opt)
@@ -166,7 +167,7 @@ def test_random_positions_only_in_training_and_per_sample(kind, mode):
     assert any(not torch.equal(a, b) for a, b in zip(drawn, again)), f'{kind}: the same draw twice'
 
 
-@pytest.mark.parametrize('kind', ['rope_mixed', 'sincos', 'alibi', 'fire'])
+@pytest.mark.parametrize('kind', ['rope_mixed', 'sincos', 'alibi', 'fire', 'comrope', 'gta'])
 def test_random_positions_train_a_vit_with_gradient_checkpointing(kind):
     """A training forward draws once; gradient checkpointing recomputes with the same draw (the term's tensors are
     explicit inputs), so the gradients match the plain run's under the same seed."""
@@ -187,3 +188,40 @@ def test_random_positions_train_a_vit_with_gradient_checkpointing(kind):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(model(x), model(x), atol=0, rtol=0)
+
+
+def test_draw_axes_keep_order_and_report_their_span():
+    """Per-axis draws: each sample's subset is sorted and distinct within [0, span); CAPE keeps the cells' order."""
+    torch.manual_seed(0)
+    axes, span = RandomPositions.parse(dict(mode='subset', range_factor=2.5)).draw_axes((2, 3, 4), 6, CPU)
+    assert span == (5.0, 8.0, 10.0)
+    for a, n, r in zip(axes, (2, 3, 4), span):
+        assert a.shape == (6, n) and (a[:, 1:] > a[:, :-1]).all() and a.min() >= 0 and a.max() < r
+    axes, span = RandomPositions.parse('cape').draw_axes((2, 3, 4), 6, CPU)
+    assert span == (2.0, 3.0, 4.0) and all((a[:, 1:] > a[:, :-1]).all() for a in axes)
+
+
+@pytest.mark.parametrize('kind, kw', [('comrope', dict(variant='ap')), ('comrope', dict(variant='ld')),
+                                      ('comrope', dict(variant='ap', block_size=2)), ('liere', {}),
+                                      ('gta', {}), ('gta', dict(positions='integer'))])
+def test_normalised_encodings_draw_subsets_of_a_finer_grid(kind, kw):
+    """ComRoPE / LieRE / GTA divide a subset by its span: range_factor 1 draws the grid itself, so training equals
+    eval exactly (the per-sample path computes what the shared one does); range_factor 2 draws other positions."""
+    grid = (2, 4, 4)
+    plain = _pe(kind, grid, **kw).eval()
+    same = _pe(kind, grid, random_positions=dict(mode='subset', range_factor=1.0), **kw).train()
+    finer = _pe(kind, grid, random_positions='subset', **kw).train()
+    pos = Positions(grid, 1, 1, batch_size=2)
+    with torch.no_grad():
+        want = plain.attn_terms(pos, torch.float32, CPU)[1].tensors()[0]
+        got = same.attn_terms(pos, torch.float32, CPU)[1].tensors()[0]
+        other = finer.attn_terms(pos, torch.float32, CPU)[1].tensors()[0]
+    assert got.shape[0] == 2
+    torch.testing.assert_close(got, want.expand_as(got), atol=1e-6, rtol=0)
+    assert (other - want).abs().max() > 1e-3
+
+
+def test_comrope_refuses_two_position_augmentations():
+    with pytest.raises(ValueError, match='random_positions and perturb_intensity') as err:
+        _pe('comrope', random_positions='subset', perturb_intensity=1.0)
+    assert '\n' not in str(err.value)

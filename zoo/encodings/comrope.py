@@ -41,7 +41,10 @@ spans [0, 1] in time), and the time parameters come last, so a 2D checkpoint inf
 time multiplier gives each frame the image rotation). Class tokens sit at ``(0.5, 0.5[, 0.5])`` and are rotated
 (official behaviour); register tokens get the identity. In training, ``perturb_intensity > 0`` adds
 ``clamp(N(0, 1) * 0.5 * intensity, -0.5, 0.5)`` patches to each patch coordinate (one draw per forward, shared by the
-batch and all layers); eval never perturbs.
+batch and all layers); eval never perturbs. ``random_positions`` (:mod:`zoo.encodings.randomized`, training only)
+draws per-sample positions instead: a sorted subset of the ``R = ceil(range_factor n)`` cell centres of a finer axis,
+``(c + 0.5) / R`` (a larger image is a finer grid in these normalised units), or CAPE's global shift and scale of the
+cell centres.
 
 Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per sample, token and head):
     * the rotation is applied block by block, ``(..., m, b) x (..., m, b, b)``; ``b = 2`` uses the exact closed form
@@ -59,7 +62,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -68,6 +71,7 @@ from ._cache import TableCache, caching_allowed, param_key
 from ._grid import parse_grid_size
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
+from .randomized import RandomPositions
 from .registry import register_pos_encoding
 from .rotary import RotaryTerm
 
@@ -276,12 +280,17 @@ class ComRoPE(PosEncoding):
         perturb_intensity: training-time jitter of each patch coordinate, ``N(0, 1) * 0.5 * intensity`` patches
             clamped to +-0.5 patch (official rule). 0 = off; eval never perturbs.
         scale_factor: LieRE only, divides the generators (the official default 1e100 is degenerate; we use 1.0).
+        random_positions: ``None``, ``'subset'``, ``'cape'`` or a dict (:mod:`zoo.encodings.randomized`): per-sample
+            random positions in training (``'subset'``: ``(c + 0.5) / R`` for a sorted subset ``c`` of ``[0, R)``,
+            ``R = ceil(range_factor n)``; ``'cape'``: the cell centres shifted and scaled, divided by ``n``); eval
+            uses the grid. Not with ``perturb_intensity`` (one augmentation of the positions at a time).
         ape: also add a learned absolute position table (``zoo.encodings.absolute.LearnedAPE``) as the ``ape``
             submodule. Note that the official ``keep_ape`` flag is inverted; this flag means what it says.
 
     Raises:
         ValueError: unknown variant, block size not in {2, 4, 8}, block size not dividing the head dim, an odd number
-            of AP blocks (images) or fewer than 3 (videos), or ``dim`` not divisible by ``num_heads``; at forward a
+            of AP blocks (images) or fewer than 3 (videos), ``dim`` not divisible by ``num_heads``, or
+            ``random_positions`` with ``perturb_intensity``; at forward a
             video grid (``T > 1``) given to an image model.
     """
     family = 'ComRoPE (trainable commuting rotations)'
@@ -302,6 +311,7 @@ class ComRoPE(PosEncoding):
             perturb_intensity: float = 0.0,
             scale_factor: float = 1.0,
             ape: bool = False,
+            random_positions: Any = None,
     ):
         super().__init__()
         variant = self.default_variant if variant is None else variant
@@ -335,6 +345,11 @@ class ComRoPE(PosEncoding):
         self.block_size = block_size
         self.init_std = init_std
         self.perturb_intensity = float(perturb_intensity)
+        name = 'liere' if variant == 'liere' else 'comrope'
+        self.random_positions = RandomPositions.parse(random_positions, name)
+        if self.random_positions.active and self.perturb_intensity > 0:
+            raise ValueError(f'{name}: random_positions and perturb_intensity both augment the positions in '
+                             'training; use one of them (perturb_intensity=0 with random_positions)')
         self.grid_size = grid_size
         self.num_prefix_tokens = num_prefix_tokens
         self.num_class_tokens = num_class_tokens
@@ -435,13 +450,15 @@ class ComRoPE(PosEncoding):
                              f'T={t} frames. Build it with a (T, H, W) grid_size for videos')
         sizes = (h, w) if self.num_axes == 2 else (h, w, t)
         perturb = self.training and self.perturb_intensity > 0
+        random = pos.draw_batch if self.training and self.random_positions.active else 0
 
         def build():
-            return self._build_terms(sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb)
+            return self._build_terms(sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb,
+                                     random)
 
         # Cache only results that carry no autograd graph and no randomness; the key holds each generator
         # parameter's identity and version counter, so a stale table can never be returned.
-        if perturb or self.training or torch.is_grad_enabled():
+        if perturb or random or self.training or torch.is_grad_enabled():
             terms = build()
         else:
             terms = self._cache.get(lambda: (sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype,
@@ -468,39 +485,46 @@ class ComRoPE(PosEncoding):
         gen = torch.einsum('...n,hnmij->...hmij', coords, a)
         return torch.linalg.matrix_exp(gen)
 
-    def _coords(self, sizes: Tuple[int, ...], perturb: bool, device, cdtype):
-        """Per axis (row, col[, t]): the distinct coordinate values (the class position 0.5 last) and, for every
-        patch (t-major, row-major), its index into them; plus the index of the class position."""
+    def _coords(self, sizes: Tuple[int, ...], perturb: bool, device, cdtype, random: int = 0):
+        """Per axis (row, col[, t]): the distinct coordinate values ``(1 or B, n + 1)`` (the class position 0.5 last;
+        ``B = random`` per-sample draws of ``random_positions``) and, for every patch (t-major, row-major), its index
+        into them; plus the index of the class position."""
         h, w = sizes[0], sizes[1]
         t = sizes[2] if len(sizes) == 3 else 1
         n_p = t * h * w
         tt, rr, cc = torch.meshgrid(torch.arange(t, device=device), torch.arange(h, device=device),
                                     torch.arange(w, device=device), indexing='ij')
         idx = [rr.reshape(-1), cc.reshape(-1), tt.reshape(-1)][:len(sizes)]
-        half = torch.full((1,), 0.5, device=device, dtype=cdtype)
+        bd = max(random, 1)
+        half = torch.full((bd, 1), 0.5, device=device, dtype=cdtype)
         if perturb:
             noise = torch.randn(n_p, len(sizes), device=device) * (0.5 * self.perturb_intensity)
             noise = noise.clamp(-0.5, 0.5)
-            values = [torch.cat([((i + 0.5 + noise[:, a]) / n).to(cdtype), half])
+            values = [torch.cat([((i + 0.5 + noise[:, a]) / n).to(cdtype)[None], half], 1)
                       for a, (i, n) in enumerate(zip(idx, sizes))]
             idx = [torch.arange(n_p, device=device)] * len(sizes)
             cls = [n_p] * len(sizes)
+        elif random:
+            (at, ar, ac), (st, sr, sc) = self.random_positions.draw_axes((t, h, w), random, device)
+            values = [torch.cat([((a + 0.5) / span).to(cdtype), half], 1)
+                      for a, span in [(ar, sr), (ac, sc), (at, st)][:len(sizes)]]
+            cls = list(sizes)
         else:
-            values = [torch.cat([_axis_coords(n, device, cdtype), half]) for n in sizes]
+            values = [torch.cat([_axis_coords(n, device, cdtype)[None], half], 1) for n in sizes]
             cls = list(sizes)
         return values, idx, cls
 
     def _build_terms(self, sizes: Tuple[int, ...], num_prefix: int, num_class: int, dtype: torch.dtype, device,
-                     perturb: bool) -> List[AttnTerm]:
+                     perturb: bool, random: int = 0) -> List[AttnTerm]:
         if num_class > num_prefix:
             raise ValueError(f'num_class_tokens {num_class} exceeds num_prefix_tokens {num_prefix}')
         device = torch.device(device)
         cdtype = torch.float64 if dtype == torch.float64 else torch.float32
-        values, idx, cls = self._coords(sizes, perturb, device, cdtype)
+        values, idx, cls = self._coords(sizes, perturb, device, cdtype, random)
         n_axes = len(sizes)
         # token order of the rotated set: class tokens, then patches (registers are inserted as identity later)
         tok = [torch.cat([i.new_full((num_class,), c), i]) for i, c in zip(idx, cls)]
-        u = [v[ti] for v, ti in zip(values, tok)]  # per-token coordinate of each axis
+        u = [v[:, ti] for v, ti in zip(values, tok)]  # (1 or B, Lr) per-token coordinate of each axis
         n_reg = num_prefix - num_class
         b = self.block_size
         terms = []
@@ -509,41 +533,43 @@ class ComRoPE(PosEncoding):
             if b == 2:
                 # so(2) is commutative: every block is a plain rotation by angle sum_i x_i * A_i[j][0, 1]
                 omega = a[..., 0, 1]  # (H, N, m)
-                ang = u[0][None, :, None] * omega[:, None, 0]
+                ang = u[0][:, None, :, None] * omega[None, :, None, 0]  # (1 or B, H, Lr, m)
                 for ax in range(1, n_axes):
-                    ang = ang + u[ax][None, :, None] * omega[:, None, ax]
+                    ang = ang + u[ax][:, None, :, None] * omega[None, :, None, ax]
                 # exp(t [[0, s], [-s, 0]]) turns pair (x0, x1) to (c x0 + s x1, c x1 - s x0): RoPE at angle -t s
                 if n_reg:
-                    ang = torch.cat([ang[:, :num_class], ang.new_zeros(ang.shape[0], n_reg, ang.shape[2]),
-                                     ang[:, num_class:]], 1)
-                terms.append(RotaryTerm.from_angles(-ang.unsqueeze(0)))
+                    ang = torch.cat([ang[:, :, :num_class], ang.new_zeros(*ang.shape[:2], n_reg, ang.shape[3]),
+                                     ang[:, :, num_class:]], 2)
+                terms.append(RotaryTerm.from_angles(-ang))
                 continue
             if self.variant == 'ap':
                 # block j turns with axis j mod N only: exp once per distinct coordinate of that axis, then gather
-                parts = [torch.linalg.matrix_exp(values[ax][:, None, None, None, None] * a[None, :, ax, ax::n_axes])
-                         [tok[ax]] for ax in range(n_axes)]  # (Lr, H, m_ax, b, b)
-                if all(p.shape[2] == parts[0].shape[2] for p in parts):
-                    blocks = torch.stack(parts, dim=3).flatten(2, 3)  # (Lr, H, m, b, b), blocks in order j
+                parts = [torch.linalg.matrix_exp(values[ax][:, :, None, None, None, None]
+                                                 * a[None, None, :, ax, ax::n_axes])[:, tok[ax]]
+                         for ax in range(n_axes)]  # (1 or B, Lr, H, m_ax, b, b)
+                if all(p.shape[3] == parts[0].shape[3] for p in parts):
+                    blocks = torch.stack(parts, dim=4).flatten(3, 4)  # (1 or B, Lr, H, m, b, b), blocks in order j
                 else:  # uneven split (videos): put block j = ax + N k back at its place
                     order = torch.cat([torch.arange(ax, a.shape[2], n_axes) for ax in range(n_axes)])
-                    blocks = torch.cat(parts, dim=2)[:, :, torch.argsort(order).to(device)]
+                    blocks = torch.cat(parts, dim=3)[:, :, :, torch.argsort(order).to(device)]
             elif self.variant == 'ld':
                 # A_i[j] are multiples of one matrix, so exp(sum_i x_i A_i) = prod_i exp(x_i A_i)
                 blocks = None
                 for ax in range(n_axes):
-                    e = torch.linalg.matrix_exp(values[ax][:, None, None, None, None] * a[None, :, ax])[tok[ax]]
+                    e = torch.linalg.matrix_exp(values[ax][:, :, None, None, None, None]
+                                                * a[None, None, :, ax])[:, tok[ax]]
                     blocks = e if blocks is None else torch.matmul(blocks, e)
             else:
-                gen = u[0][:, None, None, None, None] * a[None, :, 0]
+                gen = u[0][:, :, None, None, None, None] * a[None, None, :, 0]
                 for ax in range(1, n_axes):
-                    gen = gen + u[ax][:, None, None, None, None] * a[None, :, ax]
+                    gen = gen + u[ax][:, :, None, None, None, None] * a[None, None, :, ax]
                 # one exponential per token, head and block (non-commuting); the Taylor form has a cheaper backward
                 blocks = _expm_taylor(gen) if torch.is_grad_enabled() and gen.requires_grad else \
                     torch.linalg.matrix_exp(gen)
             if n_reg:
-                eye = torch.eye(b, device=device, dtype=cdtype).expand(n_reg, *blocks.shape[1:])
-                blocks = torch.cat([blocks[:num_class], eye, blocks[num_class:]], 0)
-            terms.append(BlockRotation(blocks.transpose(0, 1).unsqueeze(0).to(dtype)))
+                eye = torch.eye(b, device=device, dtype=cdtype).expand(blocks.shape[0], n_reg, *blocks.shape[2:])
+                blocks = torch.cat([blocks[:, :num_class], eye, blocks[:, num_class:]], 1)
+            terms.append(BlockRotation(blocks.transpose(1, 2).to(dtype)))
         return terms
 
     def extra_repr(self) -> str:
@@ -561,8 +587,14 @@ class LieRE(ComRoPE):
     family = 'LieRE (trainable non-commuting rotations)'
     default_variant = 'liere'
 
-    def __init__(self, *args, variant: Optional[str] = None, **kwargs):
+    def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, int] = (14, 14),
+                 num_prefix_tokens: int = 1, num_class_tokens: int = 1, variant: Optional[str] = None,
+                 block_size: int = 8, init_std: float = 1.0, perturb_intensity: float = 0.0, scale_factor: float = 1.0,
+                 ape: bool = False, random_positions: Any = None):
         if variant not in (None, 'liere'):
             raise ValueError(f"the 'liere' encoding only has variant 'liere', got {variant!r}; "
                              f"use kind 'comrope' for 'ap' and 'ld'")
-        super().__init__(*args, variant='liere', **kwargs)
+        super().__init__(dim, num_heads, depth, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens,
+                         num_class_tokens=num_class_tokens, variant='liere', block_size=block_size, init_std=init_std,
+                         perturb_intensity=perturb_intensity, scale_factor=scale_factor, ape=ape,
+                         random_positions=random_positions)
