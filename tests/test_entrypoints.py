@@ -28,6 +28,9 @@ VIDEO = {'ape': 'ape', 'st_ape': 'st_ape', 'sincos': 'sincos1d', 'sincos3d': 'si
          'fourier': 'fourier', 'rope3d': 'rope3d', 'rope_mixed': 'rope_mixed', 'comrope_ap': 'comrope',
          'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
          'kerple_power': 'kerple_power', 'fire': 'fire', 'gta': 'gta'}
+IMAGE.update({'ape_lape': 'ape_lape', 'sincos_lape': 'sincos_lape', 'fourier_lape': 'fourier_lape', 'urpe': 'urpe'})
+VIDEO.update({'ape_lape': 'ape_lape', 'st_ape_lape': 'st_ape_lape', 'sincos3d_lape': 'sincos3d_lape',
+              'fourier_lape': 'fourier_lape'})
 IMAGE_NAMES = sorted(f'pe_vit_{s}_patch16_{k}_224' for k in IMAGE for s in IMAGE_SIZES.get(k, SIZES))
 VIDEO_NAMES = sorted(f'pe_video_vit_{s}_patch16_{k}_224' for k in VIDEO for s in SIZES)
 TOWER_NAMES = sorted('clip_' + n for n in IMAGE_NAMES)

@@ -14,4 +14,6 @@ from .comrope import ComRoPE, LieRE
 from .distance import FIRE, ALiBi, KerpleLog, KerplePower, alibi_slopes
 from .gta import GTA
 from .randomized import RandomPositions
+from .lape import LaPE, LaPETerm
+from .urpe import URPE, URPETerm
 from . import multimodal_rope

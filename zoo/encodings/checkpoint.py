@@ -27,6 +27,8 @@ CHECKPOINT_LAYOUTS = {
     'comrope_hf_clip': "official ComRoPE / LieRE (Hugging Face CLIP vision layout): "
                        "'vision_model.encoder.layers.N.self_attn.{freqs,multiplier}', "
                        "'vision_model.embeddings.position_embedding'",
+    'deit_lape': "official LaPE (DeiT layout): DeiT's learned table 'pos_embed', the per-layer PE norms "
+                 "'blocks.N.pe_norm.{weight,bias}'",
     'vjepa2': "V-JEPA 2 video encoder: an optional 'pos_embed' (its fixed 3D sin-cos table, or a learned one)",
     'kerple': "official KERPLE (ParallelKerpleLog / ParallelKerplePower): per-head 'bias_p', 'bias_a', each "
               "(H, 1, 1)",

@@ -166,6 +166,18 @@ default_cfgs = generate_default_cfgs({
     'clip_pe_vit_tiny_patch16_fire_224': _tower_cfg(),
     'clip_pe_vit_small_patch16_fire_224': _tower_cfg(),
     'clip_pe_vit_base_patch16_fire_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_ape_lape_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_ape_lape_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_ape_lape_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_sincos_lape_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_sincos_lape_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_sincos_lape_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_fourier_lape_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_fourier_lape_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_fourier_lape_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_urpe_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_urpe_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_urpe_224': _tower_cfg(),
     'clip_pe_vit_tiny_patch16_gta_224': _tower_cfg(),
     'clip_pe_vit_small_patch16_gta_224': _tower_cfg(),
     'clip_pe_vit_base_patch16_gta_224': _tower_cfg(),
@@ -674,6 +686,113 @@ def clip_pe_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVi
                       pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
     return _create_clip_tower('clip_pe_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
+
+@register_model
+def clip_pe_vit_tiny_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with LaPE over the learned APE (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with LaPE over the learned APE (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with LaPE over the learned APE (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with LaPE over the 2D sin-cos table (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with LaPE over the 2D sin-cos table (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with LaPE over the 2D sin-cos table (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with LaPE over Fourier features (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with LaPE over Fourier features (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with LaPE over Fourier features (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with URPE: post-softmax multiplier and bias per offset (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with URPE: post-softmax multiplier and bias per offset (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with URPE: post-softmax multiplier and bias per offset (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 # -------------------------------------------------------------------------------------------------- open_clip configs

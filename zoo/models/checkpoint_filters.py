@@ -9,6 +9,8 @@ each layout and resamples its learned tables, see :data:`zoo.encodings.checkpoin
   LayerScale ``gamma_1/2`` -> ``ls1/ls2.gamma``, or folded exactly into ``attn.proj`` / ``mlp.fc2`` when the target
   model has no LayerScale.
 * official DeiT-iRPE (``blocks.N.attn.rpe_*``): DeiT's backbone names as the zoo's (``zoo.models.convert_irpe``).
+* official LaPE (``blocks.N.pe_norm.*``): DeiT's backbone names as the zoo's; the per-layer PE norms and
+  ``pos_embed`` mapped by the LaPE encoding (``zoo.models.convert_lape``).
 * official ComRoPE, HF CLIP layout (``vision_model.*``): ``zoo.models.convert_comrope``.
 * the zoo's own layout (``pe.*``) passes through (learned tables resampled to the model's grid).
 
@@ -36,7 +38,7 @@ _logger = logging.getLogger(__name__)
 # Classifier keys: timm's load_pretrained drops them itself when num_classes differs.
 _CLASSIFIER_KEYS = ('head.weight', 'head.bias')
 # How a layout is named in messages (default: 'checkpoint (<layout> layout)').
-_SOURCE_NAMES = {'deit_irpe': 'DeiT-iRPE checkpoint'}
+_SOURCE_NAMES = {'deit_irpe': 'DeiT-iRPE checkpoint', 'deit_lape': 'official LaPE (DeiT) checkpoint'}
 
 
 def unwrap_state_dict(checkpoint: Dict) -> Dict[str, torch.Tensor]:
@@ -120,12 +122,15 @@ def _convert_timm_eva(sd: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str
 
 def detect_layout(state_dict: Dict[str, torch.Tensor]) -> str:
     """The source layout of an (unwrapped) image state dict, from its keys: ``'comrope_hf_clip'``, ``'deit_irpe'``,
-    ``'zoo'``, ``'timm_eva'`` or ``'timm_vit'`` (:data:`zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`)."""
+    ``'deit_lape'``, ``'zoo'``, ``'timm_eva'`` or ``'timm_vit'``
+    (:data:`zoo.encodings.checkpoint.CHECKPOINT_LAYOUTS`)."""
     keys = list(state_dict)
     if any(k.startswith('vision_model.') for k in keys):
         return 'comrope_hf_clip'
     if any('.attn.rpe_' in k or '.attn.rp_rows' in k or '.attn.rp_cols' in k for k in keys):
         return 'deit_irpe'
+    if any(k.startswith('blocks.') and '.pe_norm.' in k for k in keys):
+        return 'deit_lape'
     if any(k.startswith('pe.') for k in keys):
         return 'zoo'
     if 'rope.freqs' in state_dict or any(k.endswith(('.gamma_1', '.attn.q_bias')) for k in keys):

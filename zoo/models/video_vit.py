@@ -304,6 +304,18 @@ default_cfgs = generate_default_cfgs({
     'pe_video_vit_tiny_patch16_fire_224': _cfg(),
     'pe_video_vit_small_patch16_fire_224': _cfg(),
     'pe_video_vit_base_patch16_fire_224': _cfg(),
+    'pe_video_vit_tiny_patch16_ape_lape_224': _cfg(),
+    'pe_video_vit_small_patch16_ape_lape_224': _cfg(),
+    'pe_video_vit_base_patch16_ape_lape_224': _cfg(),
+    'pe_video_vit_tiny_patch16_st_ape_lape_224': _cfg(),
+    'pe_video_vit_small_patch16_st_ape_lape_224': _cfg(),
+    'pe_video_vit_base_patch16_st_ape_lape_224': _cfg(),
+    'pe_video_vit_tiny_patch16_sincos3d_lape_224': _cfg(),
+    'pe_video_vit_small_patch16_sincos3d_lape_224': _cfg(),
+    'pe_video_vit_base_patch16_sincos3d_lape_224': _cfg(),
+    'pe_video_vit_tiny_patch16_fourier_lape_224': _cfg(),
+    'pe_video_vit_small_patch16_fourier_lape_224': _cfg(),
+    'pe_video_vit_base_patch16_fourier_lape_224': _cfg(),
     'pe_video_vit_tiny_patch16_gta_224': _cfg(),
     'pe_video_vit_small_patch16_gta_224': _cfg(),
     'pe_video_vit_base_patch16_gta_224': _cfg(),
@@ -316,6 +328,8 @@ VIDEO_PE_MODELS: Dict[str, str] = {
     'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
     'kerple_power': 'kerple_power', 'fire': 'fire',
     'gta': 'gta',
+    'ape_lape': 'ape_lape', 'st_ape_lape': 'st_ape_lape', 'sincos3d_lape': 'sincos3d_lape',
+    'fourier_lape': 'fourier_lape',
 }
 PE_OF_MODEL.update({
     name: VIDEO_PE_MODELS[name[len('pe_video_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs})
@@ -811,3 +825,111 @@ def pe_video_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEV
                       qkv_bias=True, pe='gta', pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_video_vit(
         'pe_video_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), LaPE over the learned (T, H, W) table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3,
+                      mlp_ratio=4, qkv_bias=True, pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), LaPE over the learned (T, H, W) table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6,
+                      mlp_ratio=4, qkv_bias=True, pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), LaPE over the learned (T, H, W) table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12,
+                      mlp_ratio=4, qkv_bias=True, pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_st_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), LaPE over the space + time tables (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3,
+                      mlp_ratio=4, qkv_bias=True, pe='st_ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_st_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_st_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), LaPE over the space + time tables (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6,
+                      mlp_ratio=4, qkv_bias=True, pe='st_ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_st_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_st_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), LaPE over the space + time tables (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12,
+                      mlp_ratio=4, qkv_bias=True, pe='st_ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_st_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_sincos3d_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), LaPE over the 3D sin-cos table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3,
+                      mlp_ratio=4, qkv_bias=True, pe='sincos3d_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_sincos3d_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_sincos3d_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), LaPE over the 3D sin-cos table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6,
+                      mlp_ratio=4, qkv_bias=True, pe='sincos3d_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_sincos3d_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_sincos3d_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), LaPE over the 3D sin-cos table (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12,
+                      mlp_ratio=4, qkv_bias=True, pe='sincos3d_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_sincos3d_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), LaPE over 3D learnable Fourier features (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3,
+                      mlp_ratio=4, qkv_bias=True, pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), LaPE over 3D learnable Fourier features (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6,
+                      mlp_ratio=4, qkv_bias=True, pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), LaPE over 3D learnable Fourier features (LaPE, arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12,
+                      mlp_ratio=4, qkv_bias=True, pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))

@@ -509,6 +509,18 @@ default_cfgs = generate_default_cfgs({
     'pe_vit_tiny_patch16_fire_224': _cfg(),
     'pe_vit_small_patch16_fire_224': _cfg(),
     'pe_vit_base_patch16_fire_224': _cfg(),
+    'pe_vit_tiny_patch16_ape_lape_224': _cfg(),
+    'pe_vit_small_patch16_ape_lape_224': _cfg(),
+    'pe_vit_base_patch16_ape_lape_224': _cfg(),
+    'pe_vit_tiny_patch16_sincos_lape_224': _cfg(),
+    'pe_vit_small_patch16_sincos_lape_224': _cfg(),
+    'pe_vit_base_patch16_sincos_lape_224': _cfg(),
+    'pe_vit_tiny_patch16_fourier_lape_224': _cfg(),
+    'pe_vit_small_patch16_fourier_lape_224': _cfg(),
+    'pe_vit_base_patch16_fourier_lape_224': _cfg(),
+    'pe_vit_tiny_patch16_urpe_224': _cfg(),
+    'pe_vit_small_patch16_urpe_224': _cfg(),
+    'pe_vit_base_patch16_urpe_224': _cfg(),
     'pe_vit_tiny_patch16_gta_224': _cfg(),
     'pe_vit_small_patch16_gta_224': _cfg(),
     'pe_vit_base_patch16_gta_224': _cfg(),
@@ -520,6 +532,7 @@ _ENCODING_OF_SUFFIX = {
     'rope_axial': 'rope_axial', 'rope_mixed': 'rope_mixed', 'rope_mixed_ape': 'rope_mixed_ape', 'irpe_k': 'irpe',
     'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
     'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire',
+    'ape_lape': 'ape_lape', 'sincos_lape': 'sincos_lape', 'fourier_lape': 'fourier_lape', 'urpe': 'urpe',
     'gta': 'gta',
 }
 
@@ -990,3 +1003,99 @@ def pe_vit_base_patch16_gta_224(pretrained: bool = False, **kwargs) -> PEVisionT
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True, pe='gta',
                       pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_vit('pe_vit_base_patch16_gta_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, LaPE over the learned APE: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, LaPE over the learned APE: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_ape_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, LaPE over the learned APE: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='ape_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_ape_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, LaPE over the 2D sin-cos table: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, LaPE over the 2D sin-cos table: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_sincos_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, LaPE over the 2D sin-cos table: a per-block norm of it in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='sincos_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_sincos_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, LaPE over Fourier features: a per-block norm of them in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, LaPE over Fourier features: a per-block norm of them in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_fourier_lape_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, LaPE over Fourier features: a per-block norm of them in the attention input (arXiv:2212.13140)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, URPE: learned post-softmax multiplier and bias per (drow, dcol) and head (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, URPE: learned post-softmax multiplier and bias per (drow, dcol) and head (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, URPE: learned post-softmax multiplier and bias per (drow, dcol) and head (arXiv:2205.13401)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='urpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
