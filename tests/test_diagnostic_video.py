@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -122,3 +123,25 @@ def test_make_videos_task_option_and_errors(tmp_path, capsys):
     assert '--frames 30 must be a multiple of --blocks 4' in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown classes \\['motion_left'\\] for --task ranking"):
         make_videos(str(tmp_path / 'y'), task='ranking', num_frames=32, classes=('motion_left',))
+
+
+def test_zoo_train_renders_the_set_in_memory(sets, tmp_path, capsys):
+    out = tmp_path / 'run'
+    argv = ['train', '--model', 'pe_video_vit_tiny_patch16_rope3d_224', '--data-dir', sets['ranking'],
+            '--in-memory-clips', '--num-frames', '8', '--img-size', '32', '--model-kwargs', 'patch_size=8',
+            'embed_dim=32', 'depth=1', 'num_heads=2', '--epochs', '1', '-b', '4', '-j', '0', '--no-progress',
+            '--threads', '1', '--sched', 'hold_cosine', '--output', str(out)]
+    assert main(argv) == 0
+    per = pd.read_csv(out / 'train_classes.csv')
+    assert list(per['outcome']) == list(TASKS['ranking']) and per['samples'].sum() == 4 * PER_CLASS
+    meta = torch.load(out / 'checkpoint-last.pth', weights_only=True)['meta']
+    assert meta['class_names'] == list(TASKS['ranking']) and meta['num_frames'] == 8
+    # the image folder and a basic set are refused with the reason
+    image = [a for a in argv[:-1] if a not in ('--num-frames', '8')]
+    assert main([*image, str(tmp_path / 'other'), '--model', 'pe_vit_tiny_patch16_ape_224']) == 2
+    assert '--in-memory-clips renders video clips' in capsys.readouterr().err
+    basic = tmp_path / 'basic'
+    make_videos(str(basic), num_per_class=1, val_per_class=1, num_frames=8, size=32, clips_dir=None,
+                classes=('motion_left', 'motion_right'), progress=False)
+    assert main([*argv[:4], str(basic), *argv[5:-1], str(tmp_path / 'third')]) == 2
+    assert "task 'basic'" in capsys.readouterr().err

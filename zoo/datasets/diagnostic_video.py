@@ -126,19 +126,21 @@ class DiagnosticClips(Dataset):
     """A diagnostic task's clips rendered in memory on demand: the same frames as the MP4 files ``zoo make-videos
     --task TASK`` writes with the same arguments, before encoding.
 
-    Items are ``(clip, target)`` like :class:`zoo.datasets.video_folder.SafeVideoFolder`'s: ``clip`` float32
-    ``(3, T, size, size)`` normalised with ``mean`` / ``std``, ``T`` frames of the ``num_frames`` raw ones chosen by
-    ``sampling`` (:class:`zoo.datasets.video.FrameSampling`; random offsets drawn from ``(seed, epoch, index)``;
-    ``None``: all raw frames), ``target`` the class id (classes sorted, as folders are).
+    Items are ``(clip, target)`` like :class:`zoo.datasets.video_folder.SafeVideoFolder`'s, and the attributes
+    :func:`zoo.datasets.splits.configure_clips` sets (``sampling``, ``size``, ``mean``, ``std``, ``seed``) mean the
+    same: ``clip`` float32 ``(3, T, size, size)`` normalised with ``mean`` / ``std``, ``T`` frames of the
+    ``num_frames`` raw ones chosen by ``sampling`` (:class:`zoo.datasets.video.FrameSampling`; random offsets drawn
+    from ``(seed, epoch, index)``; ``None``: all raw frames), resized from ``frame_size`` when ``size`` differs;
+    ``target`` the class id (classes sorted, as folders are). What is drawn depends on ``data_seed`` only.
 
     Args:
         task: ``'ranking'`` or ``'steps'`` (:data:`TASKS`).
         split: ``'train'`` or ``'val'`` (its own seeds).
         per_class: clips per class.
         num_frames: raw frames per clip (a multiple of ``blocks``).
-        size: frame size in px.
+        size: frame size in px (rendered; ``frame_size``).
         blocks: blocks per clip (the training tubelet count).
-        seed: base seed.
+        seed: base seed of the clips (``data_seed``; also the first seed of the frame offsets).
         backgrounds: background segments (default: generated gradients from ``seed``).
         sampling, mean, std: what the items are made of (see above).
 
@@ -157,10 +159,12 @@ class DiagnosticClips(Dataset):
             raise ValueError(f'per_class must be at least 1, got {per_class}')
         block_bounds(num_frames, blocks)
         self.task, self.split, self.per_class = task, split, int(per_class)
-        self.num_frames, self.size, self.blocks, self.seed = int(num_frames), int(size), int(blocks), int(seed)
+        self.num_frames, self.frame_size, self.blocks = int(num_frames), int(size), int(blocks)
+        self.data_seed = self.seed = int(seed)
+        self.size = self.frame_size
         self.classes = list(TASKS[task])
         self.backgrounds = backgrounds if backgrounds is not None else _plain_backgrounds(size, num_frames + 8, seed)
-        self.sampling, self.mean, self.std, self.epoch = sampling, tuple(mean), tuple(std), 0
+        self.sampling, self.mean, self.std, self.epoch, self.cache = sampling, tuple(mean), tuple(std), 0, None
 
     def __len__(self) -> int:
         return self.per_class * len(self.classes)
@@ -173,18 +177,48 @@ class DiagnosticClips(Dataset):
         """Raw uint8 frames ``(num_frames, size, size, 3)`` and class id of clip ``index`` (class-major order)."""
         ci, i = divmod(int(index), self.per_class)
         cls = self.classes[ci]
-        rng = clip_rng(self.seed, self.split, self.task, cls, i)
+        rng = clip_rng(self.data_seed, self.split, self.task, cls, i)
         from ._synth import pick_background
         bg = pick_background(self.backgrounds, self.num_frames, rng)
-        return render_diagnostic(cls, self.num_frames, self.size, self.blocks, bg, rng), ci
+        return render_diagnostic(cls, self.num_frames, self.frame_size, self.blocks, bg, rng), ci
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         frames, target = self.frames(index)
         if self.sampling is not None:
             gen = np.random.default_rng((self.seed, self.epoch, int(index))) if self.sampling.random else None
             frames = frames[self.sampling.indices(self.num_frames, 1.0, generator=gen)]
-        from .video import frames_to_clip
-        return frames_to_clip(torch.from_numpy(np.ascontiguousarray(frames)), self.mean, self.std), target
+        from .video import frames_to_clip, resize_frames
+        x = torch.from_numpy(np.ascontiguousarray(frames))
+        if self.size != self.frame_size:
+            x = resize_frames(x, self.size)
+        return frames_to_clip(x, self.mean, self.std), target
+
+    @classmethod
+    def from_set(cls, data_dir: str, split: str, max_per_class: Optional[int] = None) -> 'DiagnosticClips':
+        """The in-memory clips of a set ``zoo make-videos --task ranking|steps`` wrote to ``data_dir`` (read from its
+        ``meta.json``): the same frames as its MP4 files, before H.264 encoding.
+
+        Raises:
+            FileNotFoundError: no ``data_dir/meta.json``.
+            ValueError: the set is not a diagnostic task's.
+        """
+        import json
+        import os
+        path = os.path.join(data_dir, 'meta.json')
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{path!r} does not exist: --in-memory-clips renders the clips of a set written '
+                                    'by zoo make-videos --task ranking|steps; write one or drop --in-memory-clips')
+        with open(path) as f:
+            meta = json.load(f)
+        if meta.get('task') not in TASKS or meta.get('classes') != list(TASKS[meta['task']]):
+            raise ValueError(f'{data_dir!r} was not written by zoo make-videos --task ranking|steps with all classes '
+                             f'(meta.json task {meta.get("task")!r}); --in-memory-clips renders only those sets, '
+                             'drop it to read the files')
+        n = int(meta['num_per_class'][split])
+        if max_per_class is not None:
+            n = min(n, int(max_per_class))
+        return cls(meta['task'], split, n, int(meta['num_frames']), int(meta['size']), int(meta['blocks']),
+                   int(meta['seed']))
 
 
 def clip_rng(seed: int, split: str, task: str, cls: str, index: int) -> np.random.Generator:

@@ -175,7 +175,7 @@ class ImageClassificationTraining(_FolderTraining):
     Mixup / CutMix (:class:`ImageClassificationTask`).
 
     Raises:
-        ValueError: ``--num-frames`` (the model takes images).
+        ValueError: ``--num-frames`` or ``--in-memory-clips`` (the model takes images).
     """
 
     def __init__(self, args: Any):
@@ -183,6 +183,9 @@ class ImageClassificationTraining(_FolderTraining):
         if args.num_frames is not None:
             raise ValueError(f'--num-frames {args.num_frames}: {args.model} takes images; use a video model '
                              '(pe_video_vit_*, `zoo list pe_video_vit_*`) or drop --num-frames')
+        if getattr(args, 'in_memory_clips', False):
+            raise ValueError(f'--in-memory-clips renders video clips; {args.model} takes images: use a video model '
+                             '(pe_video_vit_*) or drop --in-memory-clips')
 
     def _open_split(self, root: str, max_per_class: Optional[int]) -> Any:
         return open_folder(root, self.args.data_dir, max_per_class, self.args.class_map)
@@ -229,6 +232,20 @@ class VideoClassificationTraining(_FolderTraining):
 
     def _open_split(self, root: str, max_per_class: Optional[int]) -> Any:
         return open_video_split(root, self.args.data_dir, max_per_class, self.args.class_map)
+
+    def _open_splits(self) -> Tuple[Any, Any]:
+        """The video folders, or with ``--in-memory-clips`` the set's clips rendered in memory
+        (:meth:`zoo.datasets.diagnostic_video.DiagnosticClips.from_set`)."""
+        args = self.args
+        if not getattr(args, 'in_memory_clips', False):
+            return super()._open_splits()
+        from zoo.datasets.diagnostic_video import DiagnosticClips
+        if args.class_map or args.train_split != 'train' or args.val_split not in (None, 'val'):
+            raise ValueError('--in-memory-clips renders the train and val splits of a zoo make-videos set; drop '
+                             '--class-map / --train-split / --val-split, or drop --in-memory-clips')
+        self.train_dir = args.data_dir
+        return (DiagnosticClips.from_set(args.data_dir, 'train', args.max_train_per_class),
+                DiagnosticClips.from_set(args.data_dir, 'val', args.max_val_per_class))
 
     def _model_kwargs(self) -> Dict[str, Any]:
         return dict(num_frames=self.args.num_frames) if self.args.num_frames else {}

@@ -65,6 +65,9 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                    help='video models (pe_video_vit_*): frames per clip (default: the model\'s); their --data-dir is '
                         'a video folder (DATA/train/<class>/*.mp4); clips take random-offset uniform frames in '
                         'training, segment midpoints in validation; no spatial augmentation')
+    g.add_argument('--in-memory-clips', action='store_true',
+                   help='video models on a set written by zoo make-videos --task ranking|steps: render its clips in '
+                        'memory from DATA/meta.json (the files\' frames before H.264) instead of decoding the files')
 
     g = add_model_group(p, 'registered model name (see `zoo list`)',
                         'constructor overrides, values parsed as YAML; dotted keys nest, e.g. patch_size=4 '
