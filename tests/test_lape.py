@@ -149,3 +149,37 @@ def test_options_and_errors(golden):
                             num_heads=2, num_classes=10)
     with pytest.raises(CheckpointMismatchError, match='blocks.0.pe_norm.weight'):
         checkpoint_filter_fn(golden['state_dict'], ape)
+
+
+def test_extrapolation_is_the_base_encodings():
+    """sincos_lape takes sin-cos's strategies through the hooks: 'pi' changes the PE on a bigger grid only."""
+    torch.manual_seed(0)
+    model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=3,
+                                pe='sincos_lape', dynamic_img_size=True).eval()
+    assert model.pe.supported_extrapolations() == ('none', 'pi') and model.pe.extrapolation.strategy == 'none'
+    with pytest.raises(ValueError, match="extrapolation 'ntk' does not apply"):
+        model.pe.check_extrapolation('ntk')
+    x, big = torch.randn(1, 3, 32, 32), torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        same, before = model(x), model(big)
+        model.pe.set_extrapolation('pi')
+        assert model.pe.extrapolation.strategy == 'pi'
+        torch.testing.assert_close(model(x), same)
+        assert (model(big) - before).abs().max() > 1e-4
+
+
+def test_image_checkpoint_inflates_to_the_video_model():
+    """inflate_2d_to_3d: the image table goes to the base encoding's hook (repeated over time), the norms copied."""
+    from zoo.models import inflate_2d_to_3d
+    torch.manual_seed(0)
+    image = timm.create_model('pe_vit_tiny_patch16_ape_lape_224', img_size=32, patch_size=8, embed_dim=32, depth=2,
+                              num_heads=2, num_classes=3)
+    video = timm.create_model('pe_video_vit_tiny_patch16_ape_lape_224', img_size=32, patch_size=8, embed_dim=32,
+                              depth=2, num_heads=2, num_classes=3, num_frames=4)
+    sd = inflate_2d_to_3d(image.state_dict(), video)
+    video.load_state_dict(sd)
+    torch.testing.assert_close(video.pe.norms[1].weight, image.pe.norms[1].weight)
+    frames = video.pe.base.pos_embed.reshape(2, 16, 32)
+    torch.testing.assert_close(frames[0], image.pe.base.pos_embed[0, 1:])
+    torch.testing.assert_close(frames[1], frames[0])
+    assert video(torch.randn(1, 3, 4, 32, 32)).shape == (1, 3)
