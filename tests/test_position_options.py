@@ -225,3 +225,17 @@ def test_comrope_refuses_two_position_augmentations():
     with pytest.raises(ValueError, match='random_positions and perturb_intensity') as err:
         _pe('comrope', random_positions='subset', perturb_intensity=1.0)
     assert '\n' not in str(err.value)
+
+
+def test_the_video_llm_takes_p_rope():
+    """p-RoPE reaches the video-LLM's decoder encoding (multimodal_rope) from create_video_llm; bad values refused."""
+    from zoo.models.vlm import create_video_llm
+    kw = dict(dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=64,
+              tower_kwargs=dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2))
+    model = create_video_llm('pe_vlm_tiny_mrope', p_rope=0.5, **kw)
+    assert model.decoder.pe.p_rope == 0.5
+    ids = torch.arange(1, 6).expand(3, 1, -1)
+    sin = model.decoder.pe.term(ids, CPU).sin[0, 0, :, :16]  # head_dim 32: 16 frequencies, the 8 lowest zeroed
+    assert (sin[:, 8:] == 0).all() and (sin[:, :8] != 0).any()
+    with pytest.raises(ValueError, match='p_rope must be a fraction'):
+        create_video_llm('pe_vlm_tiny_mrope', p_rope=1.5, **kw)

@@ -60,6 +60,7 @@ class Decoder(nn.Module):
             gives the position ids: ``pe.position_ids``).
         extrapolation: the encoding's training-free strategy (``'none'``; ``pe.set_extrapolation`` switches it),
             e.g. ``dict(strategy='mspoe', layers=(2, 3))`` (:mod:`zoo.encodings.extrapolation`).
+        p_rope: p-RoPE's fraction of rotary pairs that rotate (the encoding's ``p_rope``); 1 = plain RoPE.
 
     Raises:
         ValueError: unknown scheme; a geometry the scheme's frequency allocation cannot split exactly (the message
@@ -69,7 +70,8 @@ class Decoder(nn.Module):
     def __init__(self, vocab_size: int, dim: int, depth: int, num_heads: int, num_kv_heads: int,
                  head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None, scheme: str = 'mrope',
                  theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None, eps: float = 1e-6,
-                 scheme_options: Optional[Mapping[str, Any]] = None, extrapolation: Any = 'none'):
+                 scheme_options: Optional[Mapping[str, Any]] = None, extrapolation: Any = 'none',
+                 p_rope: float = 1.0):
         super().__init__()
         head_dim = int(head_dim or dim // num_heads)
         mlp_hidden = int(mlp_hidden or 64 * -(-(8 * dim // 3) // 64))
@@ -78,7 +80,8 @@ class Decoder(nn.Module):
         self.pe = create_pos_encoding('multimodal_rope', dict(dim=dim, num_heads=num_heads, depth=depth),
                                       dict(num_kv_heads=num_kv_heads, scheme=scheme, theta=theta,
                                            mrope_section=mrope_section, head_dim=head_dim,
-                                           scheme_options=scheme_options, extrapolation=extrapolation))
+                                           scheme_options=scheme_options, extrapolation=extrapolation,
+                                           p_rope=p_rope))
         self.blocks = nn.ModuleList([DecoderBlock(dim, num_heads, num_kv_heads, head_dim, mlp_hidden, eps)
                                      for _ in range(depth)])
         self.norm = RmsNorm(dim, eps=eps)

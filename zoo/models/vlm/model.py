@@ -88,6 +88,8 @@ class VideoLLM(nn.Module):
             VideoRoPE, ``{'stride': 64}`` for V2PE); training draws HoPE's gamma and V2PE's stride per sample.
         max_seq_len: the longest sequence :meth:`generate` may produce (prompt + new tokens).
         pretrained_tower: load timm's weights for the tower name (from the local cache).
+        p_rope: p-RoPE (Barbero et al., arXiv:2410.06205): the fraction of the decoder's rotary pairs that
+            rotate, the highest frequencies (``multimodal_rope``'s option); 1 = plain RoPE.
 
     Attributes:
         tokenizer: :class:`VLMTokenizer` (its ``vocab_size`` is the embedding size).
@@ -110,7 +112,7 @@ class VideoLLM(nn.Module):
                  num_kv_heads: int = 2, head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None,
                  theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
                  scheme_options: Optional[Mapping[str, Any]] = None, max_seq_len: int = 32768,
-                 pretrained_tower: bool = False):
+                 pretrained_tower: bool = False, p_rope: float = 1.0):
         super().__init__()
         spec = get_scheme(scheme)
         spec.options(dict(scheme_options or {}))  # validate now, before the tower is built
@@ -123,7 +125,8 @@ class VideoLLM(nn.Module):
         self.tower = VisionTower(vision_tower, tower_kwargs, temporal_patch_size, self.merge, pretrained_tower)
         self.projector = PatchMerger(self.tower.out_features, dim, self.merge)
         self.decoder = Decoder(self.tokenizer.vocab_size, dim, depth, num_heads, num_kv_heads, head_dim, mlp_hidden,
-                               scheme, theta, mrope_section, scheme_options=scheme_options)
+                               scheme, theta, mrope_section, scheme_options=scheme_options,
+                               p_rope=p_rope)
         self.pe_name = f'multimodal_rope/{spec.name}'
         self.data_config = self._data_config()
 
@@ -382,7 +385,7 @@ VLM_SIZES: Dict[str, Dict[str, Any]] = {
 }
 _KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge_size', 'dim', 'depth', 'num_heads',
            'num_kv_heads', 'head_dim', 'mlp_hidden', 'theta', 'mrope_section', 'scheme_options', 'max_seq_len',
-           'pretrained_tower')
+           'pretrained_tower', 'p_rope')
 
 
 def vlm_schemes() -> List[str]:
@@ -405,7 +408,7 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
         **kwargs: overrides of the size's defaults: ``vision_tower`` (a timm model name), ``tower_kwargs``,
             ``temporal_patch_size``, ``dim``, ``depth``, ``num_heads``, ``num_kv_heads``, ``head_dim``,
             ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``,
-            ``pretrained_tower``, ``spatial_merge_size``.
+            ``pretrained_tower``, ``spatial_merge_size``, ``p_rope``.
 
     Returns:
         ``{'scheme': ..., **arguments}`` for :class:`VideoLLM`.
