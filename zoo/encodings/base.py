@@ -43,7 +43,7 @@ from torch import nn
 from ._cache import TableCache
 from .checkpoint import CHECKPOINT_LAYOUTS, append_time_part
 from .extrapolation import STRATEGIES, Extrapolation
-from .registry import pos_encoding_name
+from .registry import get_pos_encoding_class, list_pos_encodings, pos_encoding_name
 
 __all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices']
 
@@ -360,10 +360,11 @@ class PosEncoding(nn.Module):
             if plain not in STRATEGIES:
                 raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {STRATEGIES}')
             if plain != 'none':
+                takers = [n for n in list_pos_encodings()
+                          if plain in getattr(get_pos_encoding_class(n), 'extrapolation_strategies', ())]
                 raise ValueError(f'extrapolation {plain!r} does not apply to the {name} encoding ({self.family}), '
-                                 f'which adapts to a new grid by: {self.adaptation}. Strategies apply to the RoPE '
-                                 'family (rope_axial, rope_mixed, rope_mixed_ape, rope3d, multimodal_rope) and, as '
-                                 'none/pi, to sincos and fourier')
+                                 f'which adapts to a new grid by: {self.adaptation}; {plain!r} applies to the '
+                                 f'encodings {", ".join(takers)}')
             return None
         merged = dict(strategy=current.strategy, train_grid=current.train_grid, alpha=current.alpha, beta=current.beta)
         merged.update(dict(strategy=strategy) if isinstance(strategy, str) else dict(strategy))
