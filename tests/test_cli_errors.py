@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -225,3 +226,29 @@ def test_missing_package_is_one_line_naming_the_extra(monkeypatch, capsys):
     assert main(['demo']) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'zoo_no_such_package' is not installed" in err[0] and 'reinstall zoo' in err[0]
+
+
+def test_train_resume_on_a_sweep_output_names_the_sweep(tmp_path, capsys):
+    import json
+    out = tmp_path / 'eval'
+    out.mkdir()
+    (out / 'results.json').write_text(json.dumps(dict(spec=dict(command='zoo eval-resolution'), results=[])))
+    err = _err(capsys, ['train', '--output', str(out), '--resume'])
+    assert "result set of zoo eval-resolution, not a training run" in err and 'zoo eval-resolution --resume' in err
+    assert '--model is required' not in err
+
+
+def test_train_given_a_video_llm_names_train_vlm(data, tmp_path, capsys):
+    err = _err(capsys, ['train', '--model', 'pe_vlm_tiny_mrope', '--data-dir', data, '--output', str(tmp_path / 'o')])
+    assert 'video-LLM' in err and 'zoo train-vlm' in err and 'unknown model' not in err
+
+
+def test_help_shows_each_default_once(capsys):
+    for argv in (['eval-resolution', '--help'], ['eval-frames', '--help'], ['train', '--help']):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = ' '.join(capsys.readouterr().out.split())
+        assert '(default: None)' not in text and not re.search(r'\(default: [^)]*\) \(default:', text), argv
+    with pytest.raises(SystemExit):
+        main(['eval-resolution', '--help'])
+    assert '(default: 128)' in ' '.join(capsys.readouterr().out.split())  # -b: a default worth showing

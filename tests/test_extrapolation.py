@@ -301,11 +301,12 @@ def test_eval_resolution_extrapolation_dimension(tmp_path):
     assert 'yarn (training grid 4x4' in res['models'][2]['extrapolation']
     md = open(os.path.join(out, 'report.md')).read()
     assert '### Extrapolation strategies' in md and os.path.getsize(os.path.join(out, 'extrapolation.png')) > 0
-    # an encoding that takes no strategy: a clear error before any evaluation
+    # an encoding that takes no strategy, and nothing else to evaluate: a clear error before any evaluation (with
+    # another model or strategy that applies, its rows are recorded as not applicable: tests/test_sweep.py)
     assert main(['train', '--model', 'pe_vit_tiny_patch16_ape_224', '--output', ape, *common]) == 0
     from zoo.sweep.resolution import eval_resolution
     with pytest.raises(ValueError, match="--extrapolation ntk for ape: extrapolation 'ntk' does not apply"):
-        eval_resolution(['--run', ape, '--data-dir', data, '--sizes', '32', '--extrapolation', 'none', 'ntk',
+        eval_resolution(['--run', ape, '--data-dir', data, '--sizes', '32', '--extrapolation', 'ntk',
                          '--output', str(tmp_path / 'e2'), '--workers', '0', '--no-progress'])
     with pytest.raises(SystemExit):  # argparse: invalid choice
         eval_resolution(['--run', rope, '--data-dir', data, '--sizes', '32', '--extrapolation', 'linear',

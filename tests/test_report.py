@@ -75,3 +75,24 @@ def test_replot_from_markdown_table_and_csv(tmp_path):
     (tmp_path / 'empty.md').write_text('no table\n')
     with pytest.raises(ValueError, match='no "| model | trained at'):
         rows_from_markdown(str(tmp_path / 'empty.md'))
+
+
+def test_replot_missing_file_and_other_sweeps(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        replot([str(tmp_path / 'none.csv'), '--png', str(tmp_path / 'a.png')])
+    assert e.value.code == 2 and 'does not exist' in capsys.readouterr().err
+    video = pd.DataFrame([dict(label=lab, model='pe_vlm_tiny_mrope', frames=t, size=32, train_size=32, train_frames=4,
+                               acc=40.0 + t, chance=25.0, n=8, error='') for lab in ('mrope', 'vrope')
+                          for t in (2, 4, 8)])
+    video.to_csv(tmp_path / 'video.csv', index=False)
+    assert replot([str(tmp_path / 'video.csv'), '--png', str(tmp_path / 'v.png')]) == dict(png=str(tmp_path / 'v.png'))
+    assert os.path.getsize(tmp_path / 'v.png') > 1000
+    frames = pd.DataFrame([dict(label='rope3d', pe='rope3d', frames=t, size=s, train_frames=4, train_size=32,
+                                top1=50.0 + t + s / 8, error='') for t in (2, 4, 8) for s in (24, 32)])
+    frames.to_csv(tmp_path / 'frames.csv', index=False)
+    out = replot([str(tmp_path / 'frames.csv'), '--png', str(tmp_path / 'f.png'), '--heatmap', str(tmp_path / 'h.png')])
+    assert set(out) == {'png', 'heatmap'} and os.path.getsize(tmp_path / 'h.png') > 1000
+    (tmp_path / 'bad.json').write_text('{"results": [')
+    with pytest.raises(SystemExit):
+        replot([str(tmp_path / 'bad.json'), '--png', str(tmp_path / 'b.png')])
+    assert 'not readable sweep results' in capsys.readouterr().err

@@ -211,3 +211,84 @@ def test_eval_frames_takes_extrapolation_strategies(videos, tmp_path):
                       img_size=32, num_frames=4)
     with pytest.raises(ValueError, match='--extrapolation ntk'):
         eval_frames(_argv('frames', data, ape, tmp_path / 'y')[1:] + ['--extrapolation', 'ntk'])
+
+
+def _one_cell(data, ckpt, out, *extra):
+    return ['--data-dir', data, '--sizes', '32', '--checkpoint', ckpt, '--output', str(out), '--no-progress', '-j',
+            '0', '--threads', '1', *extra]
+
+
+def test_resume_checks_every_option_that_changes_results(images, tmp_path, monkeypatch):
+    data, ckpt = images
+    out = tmp_path / 's'
+    eval_resolution(_one_cell(data, ckpt, out))
+    for extra, needle in ((['--mean', '0.5', '0.5', '0.5'], 'data_config.mean'),
+                          (['--std', '0.5', '0.5', '0.5'], 'data_config.std'),
+                          (['--model-kwargs', 'drop_rate=0.1'], 'model_kwargs.drop_rate was None, now 0.1')):
+        with pytest.raises(ValueError, match=f'other models: models\\[0\\].{needle}'):
+            eval_resolution(_one_cell(data, ckpt, out, '--resume', *extra))
+    # the same files by relative paths (another working directory): the same plan
+    monkeypatch.chdir(os.path.dirname(data))
+    again = eval_resolution(_one_cell(os.path.basename(data), os.path.relpath(ckpt), os.path.relpath(out),
+                                      '--resume'))
+    assert again['resumed'] == 1
+
+
+def test_resume_detects_a_replaced_checkpoint_and_changed_data(images, tmp_path):
+    import shutil
+    data, ckpt = images
+    mine, folder = tmp_path / 'c.pth', tmp_path / 'data'
+    shutil.copy(ckpt, mine)
+    shutil.copytree(data, folder)
+    out = tmp_path / 's'
+    eval_resolution(_one_cell(str(folder), str(mine), out))
+    os.utime(mine, (1, 1))  # touched, same content: the same checkpoint
+    assert eval_resolution(_one_cell(str(folder), str(mine), out, '--resume'))['resumed'] == 1
+    _checkpoint(mine, IMAGE, IMAGE_KW, seed=1, img_size=32)  # retrained, same path
+    with pytest.raises(ValueError, match=r"the checkpoint '.*c.pth' of rope_mixed changed since the sweep"):
+        eval_resolution(_one_cell(str(folder), str(mine), out, '--resume'))
+    shutil.copy(ckpt, mine)
+    assert eval_resolution(_one_cell(str(folder), str(mine), out, '--resume'))['resumed'] == 1
+    Image.new('RGB', (32, 32)).save(folder / 'val' / 'red' / 'new.png')  # more data under the same --data-dir
+    with pytest.raises(ValueError, match=r"val' changed since the sweep .*12 files.* then; 13 files"):
+        eval_resolution(_one_cell(str(folder), str(mine), out, '--resume'))
+
+
+def test_results_file_problems_are_found_before_the_sweep(images, tmp_path, monkeypatch):
+    from zoo.errors import OutputDirError
+    data, ckpt = images
+    calls = []
+    monkeypatch.setattr(classify, 'evaluate', lambda *a, **k: calls.append(1))
+    os.makedirs(tmp_path / 'dir.csv')
+    with pytest.raises(OutputDirError, match='dir.csv.* is a directory'):
+        eval_resolution(_one_cell(data, ckpt, tmp_path / 's', '--results-file', str(tmp_path / 'dir.csv')))
+    real = os.open
+    monkeypatch.setattr(os, 'open', lambda p, *a, **k: (_ for _ in ()).throw(PermissionError(13, 'Permission denied'))
+                        if 'ro' in os.path.basename(os.path.dirname(str(p))) else real(p, *a, **k))
+    with pytest.raises(OutputDirError, match="--results-file '.*ro/r.csv' cannot be written \\(Permission denied\\)"):
+        eval_resolution(_one_cell(data, ckpt, tmp_path / 's', '--results-file', str(tmp_path / 'ro' / 'r.csv')))
+    assert not calls and not os.path.exists(tmp_path / 's')
+
+
+def test_extrapolation_records_a_strategy_a_model_cannot_take_as_not_applicable(images, tmp_path):
+    data, ckpt = images
+    ape = _checkpoint(tmp_path / 'ape.pth', 'pe_vit_tiny_patch16_ape_224', IMAGE_KW, img_size=32)
+    result = eval_resolution(_one_cell(data, ckpt, tmp_path / 's', '--checkpoint', ape, '--extrapolation', 'none',
+                                       'ntk'))
+    rows = {r['label']: r for r in result['rows']}
+    assert not result['failed']
+    assert set(rows) == {'rope_mixed · none', 'rope_mixed · ntk', 'ape · none', 'ape · ntk'}
+    assert 'ntk' in rows['ape · ntk']['not_applicable'] and rows['ape · ntk']['error'] == ''
+    assert rows['ape · ntk']['top1'] != rows['ape · ntk']['top1']  # NaN: not evaluated
+    assert rows['ape · none']['top1'] == rows['ape · none']['top1'] and not rows['ape · none'].get('not_applicable')
+    with pytest.raises(ValueError, match='--extrapolation ntk for ape'):  # nothing applies at all: refused
+        eval_resolution(_one_cell(data, ape, tmp_path / 't', '--extrapolation', 'ntk'))
+
+
+def test_a_refused_strategy_names_the_encodings_that_take_it():
+    from zoo.encodings.registry import get_pos_encoding_class, list_pos_encodings
+    with pytest.raises(ValueError) as e:
+        get_pos_encoding_class('sincos1d')(dim=32).check_extrapolation('pi')
+    takers = str(e.value).split("'pi' applies to the encodings ")[1].split(', ')
+    assert 'sincos1d' not in takers and 'sincos' in takers  # never says that pi applies to what refuses it
+    assert takers == [n for n in list_pos_encodings() if 'pi' in get_pos_encoding_class(n).supported_extrapolations()]

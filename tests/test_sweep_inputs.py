@@ -116,13 +116,13 @@ def test_files_that_are_no_checkpoint_say_what_they_look_like(videos, tmp_path, 
         assert 'is not a torch checkpoint' in err and kind in err and 'refused for safety' not in err, err
 
 
-def test_data_roots_that_are_files_and_splits(vqa, tmp_path, capsys):
+def test_data_roots_that_are_files_and_splits(vqa, videos, tmp_path, capsys):
     f = tmp_path / 'file'
     f.write_text('x')
     err = _err(capsys, ['eval-video', '--benchmark', 'mvbench', '--data-root', str(f), '--checkpoint', vqa[1],
                         '--frames', '4', '--output', str(tmp_path / 'o')])
     assert 'is a file, not a folder' in err and 'does not exist' not in err
-    err = _err(capsys, ['eval-frames', '--data-dir', str(f), '--checkpoint', vqa[1], '--frames', '4', '--sizes',
+    err = _err(capsys, ['eval-frames', '--data-dir', str(f), '--checkpoint', videos[1], '--frames', '4', '--sizes',
                         '32', '--output', str(tmp_path / 'o')])
     assert 'is a file, not a folder' in err
     err = _err(capsys, ['eval-video', '--benchmark', 'mvbench', '--split', 'test', '--data-root', vqa[0],
@@ -176,3 +176,39 @@ def test_memory_estimate_is_checked_in_read_video(monkeypatch, vqa):
     monkeypatch.setattr(video_mod, 'available_memory', lambda: 1024)
     with pytest.raises(video_mod.VideoMemoryError, match='fewer frames'):
         video_mod.read_video(clip, video_mod.FrameSampling('uniform', 8))
+
+
+def test_the_model_kind_is_checked_before_the_data_and_the_classes(videos, vqa, tmp_path, capsys):
+    from PIL import Image
+    for c in ('blue', 'green', 'red'):
+        os.makedirs(tmp_path / 'img' / 'val' / c)
+        Image.new('RGB', (32, 32)).save(tmp_path / 'img' / 'val' / c / '0.png')
+    image = 'pe_vit_tiny_patch16_rope_mixed_224'
+    kw = dict(patch_size=8, embed_dim=32, depth=1, num_heads=2)
+    model = timm.create_model(image, num_classes=3, img_size=32, **kw)
+    ckpt = tmp_path / 'image.pth'
+    torch.save(dict(model=model.state_dict(), meta=dict(model_name=image, model_kwargs=kw, img_size=32, num_classes=3,
+                                                          class_names=['blue', 'green', 'red'])), ckpt)
+    # an image classifier (trained on other classes) given to eval-frames: its kind, not a class mismatch
+    err = _err(capsys, ['eval-frames', '--data-dir', videos[0], '--checkpoint', str(ckpt), '--frames', '4',
+                        '--sizes', '32', '--output', str(tmp_path / 'o')])
+    assert 'is an image model' in err and 'zoo eval-resolution' in err and 'classes' not in err
+    # a video-LLM given to eval-resolution: names eval-video, not 'predicts ? classes'
+    err = _err(capsys, ['eval-resolution', '--data-dir', str(tmp_path / 'img'), '--checkpoint', vqa[1], '--sizes',
+                        '32', '--output', str(tmp_path / 'o')])
+    assert 'video-LLM pe_vlm_tiny_mrope' in err and 'zoo eval-video' in err and 'classes' not in err
+    # a video classifier given to eval-resolution on an image folder: names eval-frames
+    err = _err(capsys, ['eval-resolution', '--data-dir', str(tmp_path / 'img'), '--checkpoint', videos[1], '--sizes',
+                        '32', '--output', str(tmp_path / 'o')])
+    assert 'is a video model' in err and 'zoo eval-frames' in err
+    assert not os.path.exists(tmp_path / 'o')  # refused before any lock
+
+
+def test_generated_backgrounds_by_choice_are_no_warning(tmp_path, caplog):
+    from zoo.datasets._synth import background_segments
+    with caplog.at_level(logging.WARNING):
+        assert background_segments(None, 16, 4)
+    assert 'None' not in caplog.text and 'background' not in caplog.text
+    with caplog.at_level(logging.WARNING):
+        assert background_segments(str(tmp_path), 16, 4)
+    assert f'no readable background clips in {str(tmp_path)!r}' in caplog.text

@@ -88,7 +88,8 @@ def background_segments(clips_dir: Optional[str], size: int, seg_len: int, per_c
     """Contiguous frame segments ``(seg_len, size, size, 3)`` uint8 cut from the real clips in ``clips_dir``.
 
     Each clip gives ``per_clip`` segments at evenly spaced starts, frames resized (shorter side) and centre-cropped.
-    Without readable clips, logs a warning and returns smooth generated segments instead.
+    Without readable clips, returns smooth generated segments instead (with a warning when ``clips_dir`` was given;
+    ``None`` asks for generated backgrounds).
     """
     from .video import FrameSampling, VideoReadError, probe_video, read_video
     segs: List[np.ndarray] = []
@@ -111,8 +112,9 @@ def background_segments(clips_dir: Optional[str], size: int, seg_len: int, per_c
             segs.append(clip.frames.numpy())
     if segs:
         return segs
-    _logger.warning('no readable background clips in %r (expected *.mp4 files, e.g. ../shared/data/videos); using '
-                    'generated backgrounds instead', clips_dir)
+    if clips_dir:  # asked for real backgrounds and got none: worth a warning; no folder given: generated, by choice
+        _logger.warning('no readable background clips in %r (expected *.mp4 files, e.g. ../shared/data/videos); '
+                        'using generated backgrounds instead', clips_dir)
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
     for _ in range(max(3, per_clip)):

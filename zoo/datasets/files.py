@@ -7,17 +7,18 @@ both write through here.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import math
 import os
 import tempfile
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from zoo.errors import OutputWriteError
 
 __all__ = ['write_atomic', 'write_text_atomic', 'clean_temp_files', 'TMP_PREFIX', 'temp_path', 'remove_quietly',
-           'write_error', 'output_mode', 'json_safe', 'strict_json']
+           'write_error', 'output_mode', 'json_safe', 'strict_json', 'file_fingerprint', 'tree_fingerprint']
 
 _logger = logging.getLogger('zoo.io')
 
@@ -32,6 +33,8 @@ def _output_mode() -> int:
 
 
 def _write_error(path: str, e: OSError) -> OutputWriteError:
+    if isinstance(e, OutputWriteError):  # already names the file and the fix: never wrapped twice
+        return e
     hint = {errno.ENOSPC: 'free some space or choose another --output',
             errno.EROFS: 'the file system is read-only; choose another --output',
             errno.EACCES: 'no write permission; choose another --output',
@@ -131,3 +134,51 @@ def strict_json(obj: Any, **kwargs: Any) -> str:
     """``json.dumps`` that writes ``null`` for NaN / inf (:func:`json_safe`) and never the non-standard ``NaN``;
     objects JSON has no type for become their ``str``. ``kwargs`` go to ``json.dumps`` (``indent`` ...)."""
     return json.dumps(json_safe(obj), allow_nan=False, default=str, **kwargs)
+
+
+def file_fingerprint(path: str) -> Dict[str, Any]:
+    """What identifies a file's content: ``bytes``, ``sha256`` (hex) and ``mtime`` (seconds, for information: two
+    files with the same size and hash have the same content whatever their times).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    st = os.stat(path)
+    return dict(bytes=st.st_size, sha256=h.hexdigest(), mtime=round(st.st_mtime, 3))
+
+
+def tree_fingerprint(root: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
+    """A cheap fingerprint of a folder's files without reading them: ``files`` (count), ``bytes`` (total) and
+    ``sha256`` of the sorted listing (relative path, size, modification time in ns). Symlinked folders are followed
+    once; hidden files and names starting with :data:`TMP_PREFIX` count like any other file. Adding, removing,
+    renaming, resizing or rewriting (a new mtime) any file changes it; reading the folder does not.
+
+    Args:
+        exclude: folders left out (by real path): a sweep's output or frame cache inside the data folder.
+
+    Returns:
+        The fingerprint (``files`` 0 and the hash of an empty listing for a missing or empty folder).
+    """
+    lines, total, seen = [], 0, {os.path.realpath(p) for p in exclude}
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # excluded, a symlink loop, or the same folder reached twice
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except OSError:  # a dangling symlink: part of the listing, without a size
+                lines.append(f'{os.path.relpath(path, root)}\t-\t-')
+                continue
+            total += st.st_size
+            lines.append(f'{os.path.relpath(path, root)}\t{st.st_size}\t{st.st_mtime_ns}')
+    digest = hashlib.sha256('\n'.join(lines).encode('utf-8', 'surrogateescape')).hexdigest()
+    return dict(files=len(lines), bytes=total, sha256=digest)

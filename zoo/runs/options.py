@@ -8,13 +8,24 @@ from typing import Any, Dict, Optional, Sequence
 import yaml
 
 __all__ = ['parse_model_kwargs', 'check_device', 'resolve_device', 'amp_dtype', 'autocast', 'INTERPOLATIONS',
-           'command_parser']
+           'command_parser', 'DefaultsOnceHelpFormatter']
+
+
+class DefaultsOnceHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, without a second default: no ``(default: ...)`` added to a help text that
+    states its own default, nor for a default that says nothing (``None``, ``False``, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ''
+        if 'default' in text or action.default in (None, False, [], ()) or action.default is argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
 
 
 def command_parser(prog: str, description: str, epilog: str = '') -> argparse.ArgumentParser:
-    """The parser of one ``zoo`` subcommand: defaults shown in ``--help``."""
+    """The parser of one ``zoo`` subcommand: defaults shown in ``--help`` once (:class:`DefaultsOnceHelpFormatter`)."""
     return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog or None,
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                   formatter_class=DefaultsOnceHelpFormatter)
 
 
 def parse_model_kwargs(items: Optional[Sequence[str] | Dict[str, Any]]) -> Dict[str, Any]:

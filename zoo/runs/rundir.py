@@ -9,6 +9,7 @@ the message says which file to remove once that run is known to be over.
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any, Dict, List, Optional
 from zoo.datasets.files import TMP_PREFIX
 from zoo.errors import OutputDirError
 
-__all__ = ['RunDirLock', 'LOCK_NAME', 'STAGING', 'previous_results']
+__all__ = ['RunDirLock', 'LOCK_NAME', 'STAGING', 'previous_results', 'sweep_command']
 
 _logger = logging.getLogger('zoo.rundir')
 
@@ -54,7 +55,8 @@ class RunDirLock:
         command: what holds the lock, for messages (``zoo train``).
 
     Raises:
-        OutputDirError: ``folder`` is a file, or another live process (or one on another host) holds the lock.
+        OutputDirError: ``folder`` is a file, cannot be created or written (read-only, no permission, a full disk:
+            no empty lock is left behind), or another live process (or one on another host) holds the lock.
     """
 
     def __init__(self, folder: str, command: str):
@@ -79,7 +81,10 @@ class RunDirLock:
         if os.path.exists(self.folder) and not os.path.isdir(self.folder):
             raise OutputDirError(f'--output {self.folder!r} is a file, not a directory; choose another --output')
         if not os.path.isdir(self.folder):
-            os.makedirs(self.folder)
+            try:
+                os.makedirs(self.folder)
+            except OSError as e:
+                raise self._unwritable(self.folder, e) from None
             self.created = True
         for _ in range(3):
             try:
@@ -87,11 +92,42 @@ class RunDirLock:
             except FileExistsError:
                 self._handle_existing()
                 continue
-            with os.fdopen(fd, 'w') as f:
-                json.dump(self._record(), f)
+            except OSError as e:
+                self._remove_created_folder()
+                raise self._unwritable(self.folder, e) from None
+            try:
+                with os.fdopen(fd, 'w') as f:
+                    f.write(json.dumps(self._record()))
+                    f.flush()
+                    os.fsync(f.fileno())  # a full disk shows here, not after the lock is taken
+            except OSError as e:  # never leave an empty lock behind: the next run would call it unreadable
+                try:
+                    os.remove(self.path)
+                except OSError:
+                    pass
+                self._remove_created_folder()
+                raise self._unwritable(self.folder, e) from None
             self.held = True
             return self
         raise OutputDirError(f'could not take the lock {self.path!r} (another run keeps taking it)')
+
+    def _unwritable(self, path: str, e: OSError) -> OutputDirError:
+        """The one-line error for an output dir that cannot be created or written (read-only, no permission, full)."""
+        hint = {errno.ENOSPC: 'the disk is full: free some space or choose another --output',
+                errno.EDQUOT: 'the disk quota is exceeded: free some space or choose another --output',
+                errno.EROFS: 'the file system is read-only: choose another --output',
+                errno.EACCES: 'no write permission there: choose another --output (or fix its permissions)',
+                errno.EPERM: 'no write permission there: choose another --output (or fix its permissions)'}.get(
+            e.errno, 'choose another --output')
+        return OutputDirError(f'output dir {path!r} cannot be written ({e.strerror or e}); {hint}')
+
+    def _remove_created_folder(self) -> None:
+        if self.created:
+            try:
+                os.rmdir(self.folder)
+            except OSError:
+                pass
+            self.created = False
 
     def _handle_existing(self) -> None:
         owner = self._read()
@@ -141,3 +177,21 @@ def previous_results(out: str) -> List[str]:
     if not os.path.isdir(out):
         return []
     return [n for n in os.listdir(out) if n not in (LOCK_NAME, STAGING) and not n.startswith(TMP_PREFIX)]
+
+
+def sweep_command(folder: str) -> Optional[str]:
+    """The command whose result set ``folder`` holds (``zoo eval-resolution`` ...; ``'a zoo sweep'`` when its
+    ``results.json`` records none), or ``None`` when it holds no sweep's results: for messages of commands given a
+    sweep's output dir (``zoo train --resume``)."""
+    path = os.path.join(folder, 'results.json')
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding='utf-8') as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return 'a zoo sweep'
+    if not isinstance(record, dict) or 'results' not in record:
+        return None
+    spec = record.get('spec')
+    return (spec.get('command') if isinstance(spec, dict) else None) or 'a zoo sweep'

@@ -10,13 +10,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from zoo.runs.models import is_zoo_model, load_model, model_sources, unique_labels
+from zoo.runs.models import (is_video_llm, is_video_model, is_zoo_model, load_model, model_sources,
+                             recorded_model_name, unique_labels)
 from zoo.runs.options import parse_model_kwargs
 from zoo.tasks import Task, evaluate
 from zoo.datasets.splits import make_loader
 from .engine import SweepModel
 
-__all__ = ['short_name', 'load_classifiers', 'with_strategies', 'evaluate_classifier', 'COUNT_FIELDS']
+__all__ = ['short_name', 'load_classifiers', 'with_strategies', 'evaluate_classifier', 'COUNT_FIELDS',
+           'refuse_other_kinds']
 
 _logger = logging.getLogger('zoo.sweep')
 
@@ -40,6 +42,37 @@ def family_of(model: torch.nn.Module) -> str:
     return type(model.pe).family if is_zoo_model(model) else "timm's own"
 
 
+def refuse_other_kinds(args, want: str, command: str) -> None:
+    """Refuse, before the data is opened or anything loads, a model of another kind than the sweep takes, naming the
+    command that takes it: a video-LLM (``pe_vlm_*``: ``zoo eval-video``), a video classifier in an image sweep
+    (``zoo eval-frames``), an image classifier in a video sweep (``zoo eval-resolution``). The kind comes from the
+    ``--model`` name or the name the checkpoint records; a checkpoint recording none is judged once loaded.
+
+    Args:
+        want: ``'image'`` or ``'video'``.
+        command: this sweep (``zoo eval-frames``), for the message.
+
+    Raises:
+        ValueError: a model of another kind.
+    """
+    import timm
+    for entry in model_sources(args.run, args.checkpoint, getattr(args, 'model', [])):
+        name = entry['model'] or recorded_model_name(entry['checkpoint'])
+        if not name:
+            continue
+        where = entry['checkpoint'] if entry['checkpoint'] != 'pretrained' else f'--model {name}'
+        if is_video_llm(name):
+            raise ValueError(f'{where} holds the video-LLM {name}: {command} evaluates '
+                             f'{"image" if want == "image" else "video"} classifiers; score a video-LLM on a video-QA '
+                             'benchmark with zoo eval-video --run/--checkpoint')
+        video = is_video_model(name)
+        if want == 'image' and video:
+            raise ValueError(f'{name} ({where}) is a video model (clips, not images); evaluate it with zoo eval-frames')
+        if want == 'video' and not video and timm.is_model(name.split('.')[0]):
+            raise ValueError(f'{name} ({where}) is an image model; {command} evaluates video models '
+                             '(pe_video_vit_*): use zoo eval-resolution for images')
+
+
 def load_classifiers(args, classes: Sequence[str], data_root: str,
                      check: Callable[[torch.nn.Module, Dict[str, Any], str], None],
                      command: str = 'zoo train') -> List[Dict[str, Any]]:
@@ -48,7 +81,7 @@ def load_classifiers(args, classes: Sequence[str], data_root: str,
     Args:
         classes: the evaluated folder's classes (a checkpoint trained on other classes is refused).
         check: ``(model, meta, name)`` -> raises ``ValueError`` for a model the sweep cannot take (an image model
-            in a video sweep, sizes not divisible by its patch ...).
+            in a video sweep, sizes not divisible by its patch ...); called before the classes are compared.
 
     Returns:
         One dict per model: ``model``, ``meta``, ``name``, ``label``, ``checkpoint``.
@@ -61,6 +94,7 @@ def load_classifiers(args, classes: Sequence[str], data_root: str,
     for entry in model_sources(args.run, args.checkpoint, args.model, command):
         model, meta = load_model(entry, cli_kwargs, use_ema=args.use_ema, force=args.force)
         name = meta.get('model_name', entry['model'])
+        check(model, meta, name)  # the model's kind first: an image model in a video sweep is not a class mismatch
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
                              f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)}); '
@@ -68,7 +102,6 @@ def load_classifiers(args, classes: Sequence[str], data_root: str,
         if getattr(model, 'num_classes', None) != len(classes):
             raise ValueError(f'{name} predicts {getattr(model, "num_classes", "?")} classes but {data_root!r} has '
                              f'{len(classes)} class folders')
-        check(model, meta, name)
         loaded.append(dict(model=model, meta=meta, name=name, checkpoint=entry['checkpoint']))
     labels = args.label or [short_name(m['name']) for m in loaded]
     seeds = [(m['meta'].get('args') or {}).get('seed') for m in loaded]
@@ -81,19 +114,24 @@ def with_strategies(models: List[SweepModel], strategies: Optional[Sequence[str]
     """One variant per (model, strategy), labelled ``<label> · <strategy>``, every pair checked first; the models
     themselves when no strategy is asked for (their own recorded strategy, if any, is described).
 
+    A strategy a model's encoding does not take (``ntk`` for a learned APE) makes a variant marked
+    ``not_applicable`` with the reason: the engine records its rows with the reason instead of evaluating them, and
+    the other variants run.
+
     Raises:
-        ValueError: a strategy the model's encoding does not take (naming the model, the encoding and the strategies
-            it takes).
+        ValueError: no (model, strategy) pair applies at all (naming the model, the encoding and the strategies it
+            takes).
     """
     if not strategies:
         for m in models:
             m.info.setdefault('strategy', '')
             m.info.setdefault('extrapolation', _describe(getattr(m.model, 'pe', None)))
         return models
-    out = []
+    out, refused = [], []
     for m in models:
         pe = getattr(m.model, 'pe', None)
         for strategy in dict.fromkeys(strategies):
+            reason = ''
             try:
                 if pe is None:
                     if strategy != 'none':
@@ -104,9 +142,18 @@ def with_strategies(models: List[SweepModel], strategies: Optional[Sequence[str]
                     ext = pe.check_extrapolation(strategy)  # validates without changing (or copying) the encoding
                     described = ext.describe() if ext is not None else ''
             except ValueError as e:
-                raise ValueError(f'--extrapolation {strategy} for {m.label}: {e}') from None
+                reason = ' '.join(f'--extrapolation {strategy} for {m.label}: {e}'.split())
+                refused.append(reason)
+                described = 'not applicable'
             info = dict(m.info, strategy=strategy, extrapolation=described, base_label=m.label)
+            if reason:
+                info['not_applicable'] = reason
             out.append(SweepModel(f'{m.label} · {strategy}', m.model, info))
+    if len(refused) == len(out):
+        raise ValueError(refused[0] + ('' if len(refused) == 1 else f' (and no other model takes any of '
+                                       f'{", ".join(dict.fromkeys(strategies))})'))
+    for reason in refused:
+        _logger.warning('%s: its rows are recorded as not applicable', reason)
     return out
 
 

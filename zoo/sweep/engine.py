@@ -12,9 +12,17 @@ this module owns everything else:
   with an ``error`` and the sweep goes on;
 * ``--resume``: the rows of an interrupted sweep (read back from its ``results.json``, also in a later session) are
   kept and only the missing or failed cells run, so the rows equal those of an uninterrupted sweep in every column
-  but the timing ones; the recorded plan must equal the new one (else an error naming the difference);
-* after every cell, the whole result set through :func:`zoo.sweep.report.write_result_set` (``manifest.json``
-  replaced last, so a reader can tell a consistent set from one cut mid-update).
+  but the timing ones; the recorded plan must equal the new one (else an error naming the difference): the models
+  with every option that changes their outputs (``--model-kwargs``, ``--mean`` / ``--std``, crop, strategy ...),
+  the content of each checkpoint file (size and SHA-256), the cells, the protocol, and a fingerprint of each input
+  folder (its file list with sizes and modification times); paths compared after ``os.path.realpath``;
+* after every cell, the whole result set through :func:`zoo.sweep.report.write_result_set` (``results.json``
+  renamed first and ``manifest.json`` replaced last, so a kill after any rename leaves whole rows to resume from and
+  a reader can tell a consistent set from one cut mid-update);
+* publishing a complete ``--overwrite`` set: a marker in ``OUTPUT/incomplete/`` lists the moves first, so a run
+  that finds it (after a kill mid-publication) finishes the publication before anything else. A staged set whose
+  failed cells have good values in the old results is not published (the old values are kept; ``--resume``
+  retries the failed cells).
 """
 from __future__ import annotations
 
@@ -27,17 +35,27 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from tqdm import tqdm
 
-from zoo.datasets.files import clean_temp_files
+from zoo.datasets.files import TMP_PREFIX, clean_temp_files, file_fingerprint, tree_fingerprint, write_text_atomic
 from zoo.errors import OutputDirError
 from zoo.runs.rundir import STAGING, RunDirLock, previous_results
-from .report import read_result_set, write_result_set
+from .report import MANIFEST, read_result_set, write_result_set
 
-__all__ = ['SweepModel', 'SweepState', 'Sweep', 'cell_key', 'TIMING_COLUMNS']
+__all__ = ['SweepModel', 'SweepState', 'Sweep', 'cell_key', 'TIMING_COLUMNS', 'PLAN_INFO_KEYS', 'PUBLISHING']
 
 _logger = logging.getLogger('zoo.sweep')
 
 #: Row columns that measure time (they differ between runs of the same cell, so resume and tests ignore them).
 TIMING_COLUMNS = ('images_per_s', 'clips_per_s', 'read_s', 'decode_s', 'model_s', 'wall_s', 'seconds')
+#: Keys of a model's ``info`` that are part of the plan ``--resume`` checks: what it is and every option that changes
+#: its outputs (constructor overrides, preprocessing, strategy, weights).
+PLAN_INFO_KEYS = ('model', 'checkpoint', 'strategy', 'weights', 'model_kwargs', 'data_config', 'mean', 'std',
+                  'not_applicable')
+#: The marker an ``--overwrite`` sweep writes into ``OUTPUT/incomplete/`` before it moves a complete set onto the
+#: output: the files to move and the old ones to remove, so that a run finding it finishes the publication.
+PUBLISHING = 'publishing.json'
+#: Files a sweep's update writes besides plots (``*.png``): a folder holding only these and no ``results.json`` is
+#: a first update cut before ``results.json`` was renamed (an older zoo renamed ``results.csv`` first).
+_SET_FILES = ('results.csv', 'report.md')
 
 
 @dataclass
@@ -48,8 +66,11 @@ class SweepModel:
         label: unique display name (rows and report).
         model: the loaded model at its training input (evaluations work on copies or move it and back).
         info: JSON-able description written to ``results.json`` -> ``models`` and the report's protocol table
-            (``model``, ``checkpoint``, ``train_size``, ``family`` ...). Its ``label``, ``model``, ``checkpoint`` and
-            ``strategy`` (a variant's extrapolation strategy) keys are part of the plan that ``--resume`` checks.
+            (``model``, ``checkpoint``, ``train_size``, ``family`` ...). Its label and its :data:`PLAN_INFO_KEYS`
+            (``model``, ``checkpoint``, ``strategy``, ``model_kwargs``, ``data_config`` / ``mean`` / ``std`` ...)
+            are part of the plan that ``--resume`` checks, with the checkpoint file's content. A variant with
+            ``not_applicable`` (the reason) is not evaluated: its rows record the reason (an extrapolation strategy
+            its encoding does not take).
     """
     label: str
     model: Any
@@ -110,17 +131,24 @@ class Sweep:
             name, training size ...); a failed row keeps them.
         failed_row: the metric fields of a failed row (NaNs and zeros), so failed rows have the same columns.
         volatile: protocol keys that may change between a sweep and its resumption (device, batch size ...).
+        inputs: files and folders the rows depend on (the data folder, a class map ...): ``--resume`` refuses when
+            one changed (a folder's file list with sizes and modification times, a file's size and SHA-256).
+        exclude_inputs: folders inside ``inputs`` that change while the sweep runs (a frame cache); ``output`` is
+            always left out.
 
     Raises:
-        OutputDirError: the directory is locked, a file, or holds results without ``overwrite`` / ``resume``.
+        OutputDirError: the directory is locked, a file, holds results without ``overwrite`` / ``resume``, or holds
+            an interrupted ``--overwrite`` sweep (``OUTPUT/incomplete``) without ``overwrite`` / ``resume``.
         ValueError: ``overwrite`` and ``resume`` together, or ``resume`` over a sweep with another plan.
+        zoo.sweep.report.ResultSetError: ``resume`` over a corrupt or hand-edited ``results.json``.
     """
 
     def __init__(self, command: str, output: str, models: Sequence[SweepModel], plan: Sequence[Tuple[int, Dict]],
                  evaluate: Evaluate, page: Page, protocol: Dict[str, Any], overwrite: bool = False,
                  resume: bool = False, progress: bool = True,
                  base_row: Optional[Callable[[SweepModel, Dict[str, Any]], Dict[str, Any]]] = None,
-                 failed_row: Optional[Dict[str, Any]] = None, volatile: Iterable[str] = ()):
+                 failed_row: Optional[Dict[str, Any]] = None, volatile: Iterable[str] = (),
+                 inputs: Iterable[str] = (), exclude_inputs: Iterable[Optional[str]] = ()):
         if overwrite and resume:
             raise ValueError('--overwrite and --resume contradict each other: --resume continues the sweep in '
                              '--output, --overwrite starts it again')
@@ -133,59 +161,118 @@ class Sweep:
         self.base_row = base_row or (lambda m, cell: dict(label=m.label, **cell))
         self.failed_row = dict(failed_row or {})
         self.volatile = set(volatile) | {'unreadable'}
+        self.inputs = [p for p in dict.fromkeys(inputs) if p]
+        self.exclude_inputs = [output] + [p for p in exclude_inputs if p]
+        self._fingerprints: Optional[Dict[str, Any]] = None  # checkpoints and inputs, computed once per sweep
         keys = [cell_key(self.models[i].label, c) for i, c in self.plan]
         if len(set(keys)) != len(keys):
             raise ValueError('the sweep plans the same (model, cell) twice; remove repeated --sizes / --frames')
 
     # ---- the plan that --resume checks -----------------------------------------------------------------------------
+    def _fingerprint_all(self) -> Dict[str, Any]:
+        """Checkpoint files (size, SHA-256, mtime) and input fingerprints, by real path; computed once per sweep."""
+        if self._fingerprints is None:
+            files: Dict[str, Any] = {}
+            for m in self.models:
+                path = m.info.get('checkpoint')
+                if isinstance(path, str) and os.path.isfile(path) and _real(path) not in files:
+                    files[_real(path)] = file_fingerprint(path)
+            inputs = {}
+            for path in self.inputs:
+                real = _real(path)
+                inputs[real] = file_fingerprint(path) if os.path.isfile(path) else \
+                    tree_fingerprint(path, self.exclude_inputs) if os.path.isdir(path) else None
+            self._fingerprints = dict(checkpoints=files, inputs=inputs)
+        return self._fingerprints
+
     def spec(self) -> Dict[str, Any]:
-        """The plan as JSON-able data: models (label, model, checkpoint, strategy), cells, fixed protocol."""
-        models = [{k: m.info.get(k) for k in ('model', 'checkpoint', 'strategy', 'weights')} | {'label': m.label}
-                  for m in self.models]
+        """The plan as JSON-able data: models (label and :data:`PLAN_INFO_KEYS`, the checkpoint by real path with its
+        file's size, SHA-256 and mtime), cells, fixed protocol (paths by real path), input fingerprints."""
+        prints = self._fingerprint_all()
+        models = []
+        for m in self.models:
+            entry = {k: m.info.get(k) for k in PLAN_INFO_KEYS} | {'label': m.label}
+            path = entry['checkpoint']
+            if isinstance(path, str) and os.path.exists(path):
+                entry['checkpoint'] = _real(path)
+                entry['checkpoint_file'] = prints['checkpoints'].get(_real(path))
+            models.append(entry)
         cells = [[self.models[i].label, {k: c[k] for k in sorted(c)}] for i, c in self.plan]
-        protocol = {k: v for k, v in self.protocol.items() if k not in self.volatile}
-        return json.loads(json.dumps(dict(command=self.command, models=models, cells=cells, protocol=protocol),
-                                     default=str))
+        protocol = {k: (_real(v) if k.endswith(('_root', '_dir', '_file', '_map')) and isinstance(v, str)
+                        and os.path.exists(v) else v)
+                    for k, v in self.protocol.items() if k not in self.volatile}
+        return json.loads(json.dumps(dict(command=self.command, models=models, cells=cells, protocol=protocol,
+                                          inputs=prints['inputs']), default=str))
 
     def _check_same_plan(self, recorded: Dict[str, Any], where: str) -> None:
         new = self.spec()
-        for key in ('command', 'models', 'cells', 'protocol'):
-            old_v, new_v = recorded.get(key), new[key]
+        if 'inputs' not in recorded:  # no spec, or one without fingerprints: nothing to check the files against
+            raise ValueError(f'--resume: the results in {where!r} record no plan with checkpoint and data '
+                             'fingerprints (written by an older zoo or not by a sweep), so they cannot be checked '
+                             'against this one; pass --overwrite to start the sweep again')
+        for key in ('command', 'models', 'cells', 'protocol', 'inputs'):
+            old_v, new_v = _comparable(recorded.get(key)), _comparable(new[key])
             if old_v == new_v:
                 continue
-            detail = ''
-            if isinstance(old_v, dict) and isinstance(new_v, dict):
-                diff = sorted(k for k in set(old_v) | set(new_v) if old_v.get(k) != new_v.get(k))
-                detail = ': ' + '; '.join(f'{k} was {old_v.get(k)!r}, now {new_v.get(k)!r}' for k in diff[:3])
-            elif isinstance(old_v, list) and isinstance(new_v, list):
-                detail = f' ({len(old_v)} recorded, {len(new_v)} now)'
-                first = next((i for i, (a, b) in enumerate(zip(old_v, new_v)) if a != b), None)
-                if first is not None:
-                    detail += f': entry {first} was {old_v[first]}, now {new_v[first]}'
-            raise ValueError(f'--resume: the sweep in {where!r} was started with other {key}{detail}; resume it with '
-                             'the same options, or pass --overwrite to start again')
+            diffs = _differences(old_v, new_v, key)
+            changed = [d for d in diffs if '.checkpoint_file' in d[0]]
+            if key == 'models' and changed:
+                i = int(changed[0][0].split('[', 1)[1].split(']', 1)[0])
+                entry = new['models'][i]
+                was, now = old_v[i].get('checkpoint_file'), new_v[i].get('checkpoint_file')
+                raise ValueError(f'--resume: the checkpoint {entry["checkpoint"]!r} of {entry["label"]} changed since '
+                                 f'the sweep in {where!r} started (it was {_describe_file(was)}, now '
+                                 f'{_describe_file(now)}); resume with the same file, or pass --overwrite to start '
+                                 'again')
+            if key == 'inputs':
+                for path in sorted(set(old_v or {}) | set(new_v or {})):
+                    was, now = (old_v or {}).get(path), (new_v or {}).get(path)
+                    if was != now:
+                        raise ValueError(f'--resume: {path!r} changed since the sweep in {where!r} started (files '
+                                         f'added, removed or modified: {_describe_input(was)} then; '
+                                         f'{_describe_input(now)} now); resume on the same data, or pass --overwrite '
+                                         'to start again')
+            detail = '; '.join(f'{p} was {_short(a)}, now {_short(b)}' for p, a, b in diffs[:3])
+            more = f' (and {len(diffs) - 3} more)' if len(diffs) > 3 else ''
+            raise ValueError(f'--resume: the sweep in {where!r} was started with other {key}: {detail}{more}; resume '
+                             'it with the same options, or pass --overwrite to start again')
 
     # ---- run -------------------------------------------------------------------------------------------------------
     def run(self) -> Dict[str, Any]:
         """Evaluate the plan. Returns ``rows``, ``paths`` (written files), ``failed`` (count), ``extras``,
-        ``resumed`` (cells taken over from an interrupted sweep)."""
+        ``resumed`` (cells taken over from an interrupted sweep) and ``published`` (False when a complete
+        ``--overwrite`` set stays in ``OUTPUT/incomplete`` to keep old values of its failed cells)."""
         if os.path.exists(self.output) and not os.path.isdir(self.output):
             raise OutputDirError(f'--output {self.output!r} is a file, not a directory; choose another --output')
+        self._fingerprint_all()  # before the lock: a missing or unreadable input fails here
         with RunDirLock(self.output, self.command):
+            staging = os.path.join(self.output, STAGING)
             clean_temp_files(self.output)
+            clean_temp_files(staging)
+            self._finish_publication(staging)
             target, staged = self._target()
             return self._run_in(target, staged)
 
     def _target(self) -> Tuple[str, bool]:
         """Where this sweep writes: ``output``, or ``output/incomplete`` while replacing earlier results."""
         staging = os.path.join(self.output, STAGING)
+        if os.path.isdir(staging) and not os.path.isfile(os.path.join(staging, 'results.json')):
+            shutil.rmtree(staging)  # nothing of a sweep in it (cut before its first results.json): nothing lost
         old = previous_results(self.output)
         if self.resume:
             if os.path.isdir(staging):
                 return staging, True  # an interrupted --overwrite sweep: continue it where it was writing
             return self.output, False
         if os.path.isdir(staging):
-            shutil.rmtree(staging)  # an interrupted --overwrite sweep, now started again
+            if not self.overwrite:
+                status = (read_result_set(staging, check=False) or {}).get('status') or {}
+                raise OutputDirError(
+                    f'{staging!r} holds an interrupted --overwrite sweep ({status.get("done", "?")} of '
+                    f'{status.get("total", "?")} cells done; the old results in {self.output!r} are unchanged); '
+                    'pass --resume to continue it, --overwrite to start it again (its cells are lost), or choose '
+                    'another --output')
+            _logger.info('--overwrite: removing the interrupted --overwrite sweep in %s and starting again', staging)
+            shutil.rmtree(staging)
         if old and not self.overwrite:
             raise OutputDirError(f'output dir {self.output!r} already exists and holds results; pass --resume to '
                                  'continue that sweep, --overwrite to replace them (the old report stays until the '
@@ -201,9 +288,15 @@ class Sweep:
         """Finished rows (by cell key) and extras of the sweep in ``target`` (``--resume``); empty when none."""
         recorded = read_result_set(target, check=False)  # results.json is whole; the set is rewritten next
         if recorded is None:
-            if previous_results(target):
-                raise OutputDirError(f'--resume: {target!r} holds files but no results.json of a zoo sweep; choose '
-                                     'another --output, or pass --overwrite to replace them')
+            files = previous_results(target)
+            if files and all(n in _SET_FILES or n.endswith('.png') for n in files):
+                _logger.warning('--resume: %s holds %s but no results.json (the first update was cut); starting the '
+                                'sweep', target, ', '.join(sorted(files)))
+                return {}, {}
+            if files:
+                raise OutputDirError(f'--resume: {target!r} holds files ({", ".join(sorted(files)[:5])}) but no '
+                                     'results.json of a zoo sweep; choose another --output, or pass --overwrite to '
+                                     'replace them')
             _logger.info('--resume: %s holds no sweep yet; starting it', target)
             return {}, {}
         self._check_same_plan(recorded.get('spec') or {}, target)
@@ -214,7 +307,8 @@ class Sweep:
             cell = row.get('_cell')
             if isinstance(cell, dict):
                 rows[cell_key(row['label'], cell)] = row
-        return rows, dict(recorded.get('extras') or {})
+        extras = {k: v for k, v in (recorded.get('extras') or {}).items() if isinstance(v, (list, dict))}
+        return rows, extras
 
     def _run_in(self, target: str, staged: bool) -> Dict[str, Any]:
         os.makedirs(target, exist_ok=True)
@@ -242,7 +336,10 @@ class Sweep:
             if m.info.get('strategy'):  # a strategy variant (--extrapolation)
                 row.update(extrapolation=m.info['strategy'], base_label=m.info['base_label'])
             try:
-                out, more = self.evaluate(m, cell, state)
+                if m.info.get('not_applicable'):  # a strategy the encoding does not take: recorded, not evaluated
+                    out, more = dict(self.failed_row, not_applicable=m.info['not_applicable']), {}
+                else:
+                    out, more = self.evaluate(m, cell, state)
                 row.update(out)
                 row.setdefault('error', '')
             except (KeyboardInterrupt, SystemExit):
@@ -261,14 +358,24 @@ class Sweep:
             paths = self._write(state, target)
             bar.update(1)
         bar.close()
+        published = True
         if staged and state.complete:
-            paths = self._publish(target, paths)
+            kept = self._old_values_lost(state.rows)
+            if kept:
+                published = False
+                _logger.warning(
+                    '--overwrite: %d evaluation(s) failed that the old results in %s have values for (%s); the new '
+                    'results stay in %s and the old ones in place: pass --resume to retry the failed cells (the new '
+                    'set replaces the old one once they succeed), or delete %s to publish it as it is', len(kept),
+                    self.output, '; '.join(kept[:3]), target, os.path.join(self.output, 'results.json'))
+            else:
+                paths = self._publish(target, paths)
         failed = state.failed
         if failed:
             _logger.warning('%d of %d evaluations failed (listed in %s): %s', len(failed), len(self.plan),
                             paths.get('md', target), '; '.join(f'{r["label"]}: {r["error"]}' for r in failed[:3]))
         return dict(rows=[_public(r) for r in state.rows], paths=paths, failed=len(failed), extras=state.extras,
-                    resumed=resumed)
+                    resumed=resumed, published=published)
 
     def _write(self, state: SweepState, target: str) -> Dict[str, str]:
         rows = [_public(r) for r in state.rows]
@@ -278,21 +385,60 @@ class Sweep:
         return write_result_set(target, rows, dict(status=status, spec=self.spec(), protocol=self.protocol,
                                                    models=models, results=state.rows, extras=state.extras), files)
 
+    def _old_values_lost(self, rows: List[Dict[str, Any]]) -> List[str]:
+        """The failed cells of a complete staged set that the old results in ``output`` hold good values for (label
+        and cell, for the message)."""
+        failed = {cell_key(r['label'], r['_cell']): r for r in rows if r.get('error')}
+        if not failed:
+            return []
+        try:
+            old = read_result_set(self.output, check=False) or {}
+        except ValueError:  # an unreadable old set has no values to keep
+            return []
+        good = {cell_key(r['label'], r['_cell']) for r in old.get('results', [])
+                if not r.get('error') and isinstance(r.get('_cell'), dict)}
+        return [f'{r["label"]} @ ' + ', '.join(f'{k} {v}' for k, v in r['_cell'].items())
+                for key, r in failed.items() if key in good]
+
     def _publish(self, staging: str, paths: Dict[str, str]) -> Dict[str, str]:
-        """Move a complete staged set onto the output (manifest last) and remove what only the old set had."""
-        from .report import MANIFEST
-        old = read_result_set(self.output, check=False) or {}
-        old_files = set((old.get('_manifest') or {}).get('files', {}))
-        new_files = [n for n in os.listdir(staging) if n != MANIFEST]
-        for name in new_files:
+        """Move a complete staged set onto the output (manifest last) and remove what only the old set had.
+
+        The moves are listed in ``staging/publishing.json`` first, so a kill at any point leaves a state that
+        :meth:`_finish_publication` completes (the next run of any kind does it before anything else)."""
+        try:
+            old = read_result_set(self.output, check=False) or {}
+        except ValueError:
+            old = {}
+        old_files = sorted(set((old.get('_manifest') or {}).get('files', {})))
+        new_files = sorted(n for n in os.listdir(staging)
+                           if n not in (MANIFEST, PUBLISHING) and not n.startswith(TMP_PREFIX)
+                           and os.path.isfile(os.path.join(staging, n)))
+        write_text_atomic(os.path.join(staging, PUBLISHING), json.dumps(dict(move=new_files, remove=sorted(
+            set(old_files) - set(new_files) - {MANIFEST}))) + '\n')
+        self._finish_publication(staging, recovering=False)
+        return {k: os.path.join(self.output, os.path.basename(v)) for k, v in paths.items()}
+
+    def _finish_publication(self, staging: str, recovering: bool = True) -> None:
+        """Complete a publication listed in ``staging/publishing.json`` (idempotent: files already moved are
+        skipped): move the files, then the manifest, remove the old set's other files, remove ``staging``."""
+        marker = os.path.join(staging, PUBLISHING)
+        if not os.path.isfile(marker):
+            return
+        with open(marker, encoding='utf-8') as f:
+            plan = json.load(f)  # written atomically: whole
+        moved = [n for n in plan['move'] if os.path.isfile(os.path.join(staging, n))]
+        if recovering:
+            _logger.warning('%s: finishing the publication of complete --overwrite results that a stopped run left '
+                            'unfinished (%d of %d files still to move)', self.output, len(moved), len(plan['move']))
+        for name in moved:
             os.replace(os.path.join(staging, name), os.path.join(self.output, name))
-        os.replace(os.path.join(staging, MANIFEST), os.path.join(self.output, MANIFEST))
-        for name in old_files - set(new_files) - {MANIFEST}:
+        if os.path.isfile(os.path.join(staging, MANIFEST)):
+            os.replace(os.path.join(staging, MANIFEST), os.path.join(self.output, MANIFEST))
+        for name in plan['remove']:
             stale = os.path.join(self.output, name)
             if os.path.isfile(stale):
                 os.remove(stale)
         shutil.rmtree(staging)
-        return {k: os.path.join(self.output, os.path.basename(v)) for k, v in paths.items()}
 
 
 def _free_accelerator_memory() -> None:
@@ -317,3 +463,54 @@ def _merge(extras: Dict[str, Any], more: Dict[str, Any]) -> None:
 def _public(row: Dict[str, Any]) -> Dict[str, Any]:
     """A row without the engine's bookkeeping (``_cell``)."""
     return {k: v for k, v in row.items() if k != '_cell'}
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _comparable(value: Any) -> Any:
+    """A spec part without modification times (information only: equal size and SHA-256 mean equal content)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if k != 'mtime'}
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def _differences(old: Any, new: Any, path: str) -> List[Tuple[str, Any, Any]]:
+    """``(path, old, new)`` for every leaf that differs (dicts by key, lists by position)."""
+    if old == new:
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(k), new.get(k), f'{path}.{k}')]
+    if isinstance(old, list) and isinstance(new, list):
+        out = [(f'{path} (entries)', len(old), len(new))] if len(old) != len(new) else []
+        first = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), None)
+        if first is not None:
+            if isinstance(old[first], (dict, list)) and type(old[first]) is type(new[first]):
+                out += _differences(old[first], new[first], f'{path}[{first}]')
+            else:
+                out.append((f'{path}[{first}]', old[first], new[first]))
+        return out
+    return [(path, old, new)]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + '...'
+
+
+def _describe_file(fp: Optional[Dict[str, Any]]) -> str:
+    if not fp:
+        return 'missing'
+    return f'{fp.get("bytes")} bytes, sha256 {str(fp.get("sha256"))[:12]}...'
+
+
+def _describe_input(fp: Optional[Dict[str, Any]]) -> str:
+    if not fp:
+        return 'missing'
+    if 'files' in fp:
+        return f'{fp["files"]} files, {fp["bytes"]} bytes'
+    return _describe_file(fp)

@@ -25,9 +25,10 @@ from zoo.datasets.splits import configure_clips, open_video_split
 from zoo.datasets.video import VideoReadError, probe_video
 from zoo.datasets.video_folder import collate_video_skip_bad
 from zoo.runs.checkpoints import write_results_file
-from zoo.runs.models import is_video_llm, is_video_model, model_mean_std, model_sources, recorded_model_name
+from zoo.runs.models import is_video_model, model_mean_std
 from zoo.tasks import VideoClassificationTask
-from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
+from .classify import (COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, refuse_other_kinds,
+                       with_strategies)
 from .engine import SweepModel
 from .options import (add_allow_root_option, amp_dtype_of, check_common, clip_memory_check, device_of,
                       frame_cache_dir, run_sweep, sweep_parser)
@@ -81,16 +82,6 @@ def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParse
                         extrapolation='clip: frames and size')
 
 
-def _refuse_video_llms(args) -> None:
-    """``ValueError`` for a video-LLM among the models, before anything loads (a VLM has no classifier head)."""
-    for entry in model_sources(args.run, args.checkpoint, args.model):
-        name = entry['model'] or recorded_model_name(entry['checkpoint'])
-        if is_video_llm(name):
-            raise ValueError(f'{entry["checkpoint"]} holds the video-LLM {name}: zoo eval-frames evaluates video '
-                             'classifiers (pe_video_vit_*); score a video-LLM on a video-QA benchmark with zoo '
-                             'eval-video --run/--checkpoint')
-
-
 def _check_clips(args, paths: Sequence[str], frames: List[int], sizes: List[int]) -> None:
     """Log, once, the clips shorter than a --frames value (their frames repeat), and refuse a sweep whose batches of
     decoded clips would not fit in memory (before any model loads or the output is locked)."""
@@ -134,8 +125,8 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     frames, sizes = sorted(dict.fromkeys(args.frames)), sorted(dict.fromkeys(args.sizes))
     device = device_of(args)
     dtype = amp_dtype_of(args, device)
+    refuse_other_kinds(args, 'video', 'zoo eval-frames')  # the model's kind before the data and the classes
     root = evaluation_root(args.data_dir, args.split, 'video')
-    _refuse_video_llms(args)
     split = open_video_split(root, args.data_dir, args.max_per_class, args.class_map, args.allow_root)
     classes = split.classes
     _check_clips(args, [p for p, _ in split.samples], frames, sizes)
@@ -171,7 +162,7 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     plan = [(i, dict(frames=t, size=s)) for i in range(len(models)) for t in frames for s in sizes]
     with frame_cache_dir(args, 'zoo-frames-') as cache:
         result = run_sweep('zoo eval-frames', args, models, plan, evaluate, frames_page, protocol, base_row,
-                           failed_row=dict(COUNT_FIELDS, clips_per_s=float('nan')))
+                           failed_row=dict(COUNT_FIELDS, clips_per_s=float('nan')), inputs=[root, args.class_map])
     if args.results_file:
         write_results_file(args.results_file, result['rows'])
     return dict(result, unreadable=len(result['extras'].get('unreadable', {})))
@@ -199,6 +190,7 @@ def _load_models(args, frames: List[int], sizes: List[int], classes: List[str], 
         mean, std = model_mean_std(model, args.mean or data_cfg.get('mean'), args.std or data_cfg.get('std'))
         info = dict(model=m['name'], checkpoint=m['checkpoint'], pe=getattr(model, 'pe_name', '') or '',
                     family=family_of(model), weights='EMA' if args.use_ema else 'raw', mean=mean, std=std,
+                    model_kwargs=meta.get('model_kwargs') or {},
                     train_size=int(meta.get('img_size') or model.patch_embed.img_size[0]),
                     train_frames=int(meta.get('num_frames') or model.num_frames),
                     adaptation=getattr(getattr(model, 'pe', None), 'adaptation', 'n/a'))

@@ -18,13 +18,14 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 from zoo.encodings.extrapolation import STRATEGIES
+from zoo.datasets.files import remove_quietly, temp_path
 from zoo.errors import OutputDirError
 from zoo.runs.options import amp_dtype, check_device, command_parser
 from .engine import Evaluate, Sweep, SweepModel
 
 __all__ = ['sweep_parser', 'run_sweep', 'frame_cache_dir', 'add_model_options', 'add_output_options', 'add_run_options',
            'add_extrapolation_option', 'add_allow_root_option', 'clip_memory_check', 'check_common',
-           'device_of', 'amp_dtype_of']
+           'check_results_file', 'device_of', 'amp_dtype_of']
 
 
 def sweep_parser(prog: str, doc: str, output: str,
@@ -141,8 +142,8 @@ def check_common(args: argparse.Namespace) -> None:
     if fps is not None and not (fps > 0 and math.isfinite(fps)):
         raise ValueError(f'--fps {fps}: must be a positive number of frames per second')
     results_file = getattr(args, 'results_file', None)
-    if results_file and not results_file.lower().endswith(('.csv', '.json')):
-        raise ValueError(f'--results-file {results_file!r}: must be a .csv or .json path')
+    if results_file:
+        check_results_file(results_file)
     model_count = len(args.run) + len(args.checkpoint)
     if args.label and len(args.label) != model_count:
         raise ValueError(f'{len(args.label)} --label for {model_count} models; give one per model (runs first, then '
@@ -155,6 +156,30 @@ def check_common(args: argparse.Namespace) -> None:
                          '--overwrite starts it again')
     if args.threads:
         torch.set_num_threads(args.threads)
+
+
+def check_results_file(path: str) -> None:
+    """Refuse, before the sweep, a ``--results-file`` that could not be written at its end: another extension than
+    .csv / .json, a directory, or a folder where no file can be created (read-only, no permission, full). A missing
+    folder is created.
+
+    Raises:
+        ValueError: the extension. OutputDirError: the path cannot be written (naming the reason).
+    """
+    if not path.lower().endswith(('.csv', '.json')):
+        raise ValueError(f'--results-file {path!r}: must be a .csv or .json path')
+    if os.path.isdir(path):
+        example = os.path.join(path, 'results.csv')
+        raise OutputDirError(f'--results-file {path!r} is a directory; give a file path (e.g. {example!r})')
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = temp_path(path)
+    except OSError as e:
+        raise OutputDirError(f'--results-file {path!r} cannot be written ({e.strerror or e}); choose another path') \
+            from None
+    finally:
+        remove_quietly(tmp)
 
 
 def device_of(args: argparse.Namespace) -> torch.device:
@@ -171,14 +196,16 @@ def amp_dtype_of(args: argparse.Namespace, device: torch.device) -> Optional[tor
 def run_sweep(command: str, args: argparse.Namespace, models: List[SweepModel], plan: Sequence[Tuple[int, Dict]],
               evaluate: Evaluate, page: Callable[..., Dict[str, Any]], protocol: Dict[str, Any],
               base_row: Callable[[SweepModel, Dict[str, Any]], Dict[str, Any]],
-              failed_row: Dict[str, Any]) -> Dict[str, Any]:
+              failed_row: Dict[str, Any], inputs: Sequence[Optional[str]] = ()) -> Dict[str, Any]:
     """Run a :class:`~zoo.sweep.engine.Sweep` with the shared options (``--output``, ``--overwrite``, ``--resume``,
     ``--no-progress``, ``--note``); ``page(state, models, protocol=, notes=)`` lays out the report. The device and the
-    batch size may change when a sweep is resumed. Returns :meth:`Sweep.run`'s result."""
+    batch size may change when a sweep is resumed; ``inputs`` (the data folder, a class map ...; ``None`` entries
+    skipped) may not (``--frame-cache`` inside a data folder is left out). Returns :meth:`Sweep.run`'s result."""
     return Sweep(command, args.output, models, plan, evaluate,
                  functools.partial(page, protocol=protocol, notes=args.note), protocol, overwrite=args.overwrite,
                  resume=args.resume, progress=not args.no_progress, base_row=base_row, failed_row=failed_row,
-                 volatile=('device', 'batch_size')).run()
+                 volatile=('device', 'batch_size'), inputs=[p for p in inputs if p],
+                 exclude_inputs=[getattr(args, 'frame_cache', None)]).run()
 
 
 @contextmanager

@@ -26,10 +26,11 @@ from timm.data import create_transform, resolve_data_config
 from zoo.datasets import open_image_folder
 from zoo.datasets.splits import apply_class_map, check_class_folders, load_class_map
 from zoo.runs.checkpoints import write_results_file
-from zoo.runs.models import is_video_model, is_zoo_model, model_sources, patch_size_of, recorded_model_name
+from zoo.runs.models import is_video_model, is_zoo_model, patch_size_of
 from zoo.runs.options import INTERPOLATIONS, autocast
 from zoo.tasks import ImageClassificationTask
-from .classify import COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, with_strategies
+from .classify import (COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, refuse_other_kinds,
+                       with_strategies)
 from .engine import SweepModel
 from .options import amp_dtype_of, check_common, device_of, run_sweep, sweep_parser
 from .report import resolution_page
@@ -124,8 +125,8 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     sizes = sorted(dict.fromkeys(args.sizes))
     device = device_of(args)
     dtype = amp_dtype_of(args, device)
-    if not args.zero_shot:
-        _refuse_video_models(args)  # before the folder: a video folder holds no images, which would be the message
+    if not args.zero_shot:  # the model's kind before the folder: a video folder holds no images, which would be
+        refuse_other_kinds(args, 'image', 'zoo eval-resolution')  # the message
     probe = _open_folder(args)  # fails early on a missing / empty folder
     classes, data_root = probe.classes, probe.root
     models = with_strategies(_load_models(args, sizes, classes, data_root), args.extrapolation)
@@ -136,7 +137,8 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     batch_size=args.batch_size, device=str(device), amp=dtype is not None,
                     amp_dtype=str(dtype).replace('torch.', '') if dtype is not None else None,
                     max_per_class=args.max_per_class, zero_shot=True, weights='EMA' if args.use_ema else 'raw',
-                    clip_templates=args.templates if args.zero_shot else None)
+                    clip_templates=args.templates if args.zero_shot else None,
+                    quick_gelu=bool(args.quick_gelu) if args.zero_shot else None)
     task = ImageClassificationTask(len(classes), channels_last=args.channels_last)
     datasets: Dict[tuple, Any] = {}
 
@@ -167,8 +169,10 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         return row
 
     plan = [(i, dict(size=s)) for i in range(len(models)) for s in sizes]
+    inputs = [_eval_root(args), args.class_map, args.class_names if args.zero_shot else None,
+              args.templates if args.zero_shot and os.path.isfile(args.templates) else None]
     result = run_sweep('zoo eval-resolution', args, models, plan, evaluate, resolution_page, protocol, base_row,
-                       failed_row=dict(COUNT_FIELDS, images_per_s=float('nan')))
+                       failed_row=dict(COUNT_FIELDS, images_per_s=float('nan')), inputs=inputs)
     if args.results_file:
         write_results_file(args.results_file, result['rows'])
     bad = result['extras'].get('unreadable', {})
@@ -176,15 +180,6 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         _logger.warning('%d unreadable image(s) excluded from every count; listed in %s', len(bad),
                         result['paths']['md'])
     return dict(result, unreadable=len(bad))
-
-
-def _refuse_video_models(args) -> None:
-    """``ValueError`` for a video model among the models to evaluate (its recorded or given name)."""
-    for entry in model_sources(args.run, args.checkpoint, args.model):
-        name = entry['model'] or recorded_model_name(entry['checkpoint'])
-        if is_video_model(name):
-            raise ValueError(f'{name} ({entry["checkpoint"]}) is a video model (clips, not images); evaluate it with '
-                             'zoo eval-frames')
 
 
 def _load_models(args, sizes: List[int], classes: List[str], data_root: str) -> List[SweepModel]:
@@ -219,6 +214,7 @@ def _load_models(args, sizes: List[int], classes: List[str], data_root: str) -> 
         pretrained_cfg = getattr(model, 'pretrained_cfg', {}) or {}
         info = dict(model=m['name'], checkpoint=m['checkpoint'], pe=getattr(model, 'pe_name', '') or '',
                     family=family_of(model), weights='EMA' if args.use_ema else 'raw',
+                    model_kwargs=meta.get('model_kwargs') or {},
                     train_size=int(meta.get('img_size') or model.patch_embed.img_size[0]), data_config=data_cfg,
                     adaptation=getattr(getattr(model, 'pe', None), 'adaptation', 'n/a'), tag=pretrained_cfg.get('tag'))
         models.append(SweepModel(m['label'], model.eval(), info))

@@ -179,7 +179,7 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     with frame_cache_dir(args, 'zoo-videoqa-') as cache:
         result = run_sweep('zoo eval-video', args, models, plan, evaluate, videoqa_page, protocol, base_row,
-                           failed_row=dict(acc=float('nan'), n=0))
+                           failed_row=dict(acc=float('nan'), n=0), inputs=[args.data_root])
     return dict(result, predictions=result['extras'].get('predictions', []))
 
 

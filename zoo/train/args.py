@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from zoo.errors import ResumeMismatchError
-from zoo.runs.options import INTERPOLATIONS, check_device, parse_model_kwargs
+from zoo.runs.options import INTERPOLATIONS, DefaultsOnceHelpFormatter, check_device, parse_model_kwargs
 
 __all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'add_run_options', 'add_ema_options',
            'add_optimisation_options', 'check_run_options', 'check_counts', 'bad_option', 'MAY_CHANGE_ON_RESUME',
@@ -31,7 +31,7 @@ MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file')
 def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
     """The ``zoo train`` parser. Options that may come from a YAML config are not marked required here."""
     p = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=prog, formatter_class=DefaultsOnceHelpFormatter,
         description='Train or fine-tune a zoo ViT on an ImageFolder dataset (DATA/train/<class>/*.jpg, DATA/val or '
                     'DATA/test). Writes OUTPUT/metrics.csv, checkpoint-last.pth and checkpoint-best.pth. '
                     'Multi-process: torchrun --nproc-per-node N -m zoo.train ...',

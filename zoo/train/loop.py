@@ -60,7 +60,7 @@ from zoo.runs.checkpoints import (checkpoint_meta, load_checkpoint, save_checkpo
                                   write_results_file)
 from zoo.runs.models import check_model_identity
 from zoo.runs.options import amp_dtype, autocast, resolve_device
-from zoo.runs.rundir import LOCK_NAME, RunDirLock
+from zoo.runs.rundir import LOCK_NAME, RunDirLock, sweep_command
 from zoo.tasks.base import Task
 from zoo.tasks.classification import classification_training
 from zoo.tasks.evaluate import evaluate
@@ -145,6 +145,11 @@ def _parse(argv: Optional[List[str]], parse=parse_train_args):
         if not first.output:
             raise ValueError('--resume without a path needs --output (the run dir holding checkpoint-last.pth)')
         path = os.path.join(first.output, 'checkpoint-last.pth')
+        sweep = sweep_command(first.output) if not os.path.isfile(path) else None
+        if sweep:
+            raise OutputDirError(f'--resume: {first.output!r} holds the result set of {sweep}, not a training run; '
+                                 f'continue that sweep with {sweep} --resume --output {first.output}, or give zoo '
+                                 'train the output dir of a training run')
         if not os.path.isfile(path):
             if os.path.isdir(first.output) and not _has_checkpoint(first.output):
                 # a run that stopped before its first checkpoint: start it from scratch

@@ -21,6 +21,7 @@ import math
 from typing import Any, Dict, List, Optional
 
 from zoo.datasets.videoqa import list_benchmarks
+from zoo.runs.options import DefaultsOnceHelpFormatter
 from zoo.tasks.videoqa import SeededVideoQADataset, VideoQATraining
 from .args import (add_ema_options, add_model_group, add_optimisation_options, add_run_options, bad_option,
                    check_counts, check_run_options, parse_train_args)
@@ -32,7 +33,7 @@ __all__ = ['train_vlm', 'build_vlm_parser', 'parse_vlm_args', 'SeededVideoQAData
 def build_vlm_parser() -> argparse.ArgumentParser:
     """The ``zoo train-vlm`` parser (options that may come from a YAML config are not marked required)."""
     p = argparse.ArgumentParser(
-        prog='zoo train-vlm', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog='zoo train-vlm', formatter_class=DefaultsOnceHelpFormatter,
         description='Train a video-LLM (pe_vlm_{tiny,small}_{scheme}) on multiple-choice video QA in MVBench layout '
                     '(DATA/json/<task>.json + videos; `zoo make-videoqa` writes one). Loss on the answer tokens '
                     'only. Writes OUTPUT/metrics.csv (val_top1 = multiple-choice accuracy, val_top5 = greedy exact '

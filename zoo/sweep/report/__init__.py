@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import pandas as pd
 
 from zoo.datasets.files import output_mode, remove_quietly, strict_json, temp_path, write_error, write_text_atomic
+from zoo.errors import ZooError
 from .pages import frames_page, resolution_page, slug, videoqa_page
 from .plots import (NIAH_TASK, chance_by_panel, color_range, encoding_family, plot_accuracy, plot_frames_scaling,
                     plot_grid_heatmap, plot_heatmap, plot_scaling, plot_strategies, plot_vniah, series_styles)
@@ -41,8 +42,10 @@ _FIXED_KEYS = ('status', 'spec', 'protocol', 'models', 'results')
 Writer = Union[str, Callable[[str], None]]
 
 
-class ResultSetError(ValueError):
-    """A result set whose files disagree with its manifest (a kill between two renames)."""
+class ResultSetError(ZooError, ValueError):
+    """A result set that cannot be used as it is: files that disagree with its manifest (a kill between two
+    renames), a corrupt (truncated) ``manifest.json`` or ``results.json``, or hand-edited rows that are no result
+    rows. The message names the file (and row) and how to recover."""
 
 
 def _csv(rows: List[Dict[str, Any]]) -> str:
@@ -81,8 +84,10 @@ def write_result_set(out_dir: str, rows: List[Dict[str, Any]], record: Dict[str,
     """
     record = dict(record)
     extras = record.pop('extras', {}) or {}
-    content: Dict[str, Writer] = {'results.csv': _csv(rows),
-                                  'results.json': strict_json(dict(record, **extras), indent=1) + '\n'}
+    # results.json is renamed first: a kill after any rename leaves whole rows to --resume from (the other files
+    # and the manifest are rewritten by the next update)
+    content: Dict[str, Writer] = {'results.json': strict_json(dict(record, **extras), indent=1) + '\n',
+                                  'results.csv': _csv(rows)}
     content.update(files)
     temps: Dict[str, str] = {}
     try:
@@ -121,13 +126,14 @@ def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]
     manifest under ``_manifest``.
 
     Args:
-        check: compare every file with ``manifest.json``.
+        check: compare every file with ``manifest.json``. Without ``check`` (``--resume``, which rewrites the whole
+            set) a corrupt manifest is logged and ignored: the rows in ``results.json`` are whole.
 
     Raises:
-        ResultSetError: ``check`` and a file differs from the manifest (the set was cut mid-update): its rows are
-            still complete (``results.json`` is replaced as a whole), so ``--resume`` continues from them; the
-            error only reaches readers that call this directly with ``check=True`` on a set no sweep is writing.
-        ValueError: ``results.json`` is not readable JSON.
+        ResultSetError: ``results.json`` is not readable JSON (truncated), is not a sweep's (no ``results`` list),
+            or holds a row that is no result row (not a dict with a ``label``: a hand edit), naming the row; with
+            ``check``, a corrupt ``manifest.json``, or a file that differs from it (the set was cut mid-update: its
+            rows are still complete, so ``--resume`` continues from them and rewrites the set).
     """
     path = os.path.join(out_dir, 'results.json')
     if not os.path.isfile(path):
@@ -136,18 +142,25 @@ def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]
         with open(path, encoding='utf-8') as f:
             record = json.load(f)
     except (OSError, ValueError) as e:
-        raise ValueError(f'{path!r} is not a readable sweep result ({type(e).__name__}: {e}); pass --overwrite to '
-                         'start the sweep again') from None
+        raise ResultSetError(f'{path!r} is corrupt or not a sweep result ({type(e).__name__}: {e}); restore it, or '
+                             'pass --overwrite to start the sweep again') from None
     if not isinstance(record, dict) or not isinstance(record.get('results'), list):
-        raise ValueError(f'{path!r} is not a zoo sweep result (no "results" list); choose another --output')
-    manifest_path = os.path.join(out_dir, MANIFEST)
-    manifest = {}
-    if os.path.isfile(manifest_path):
-        with open(manifest_path, encoding='utf-8') as f:
-            manifest = json.load(f)
-    record['_manifest'] = manifest
-    if check and manifest:
-        stale = [name for name, want in manifest.get('files', {}).items()
+        raise ResultSetError(f'{path!r} is not a zoo sweep result (no "results" list); choose another --output, or '
+                             'pass --overwrite to replace it')
+    for i, row in enumerate(record['results']):
+        if not isinstance(row, dict) or not isinstance(row.get('label'), str):
+            text = json.dumps(row, default=str)
+            text = text if len(text) <= 80 else text[:77] + '...'
+            raise ResultSetError(f'{path!r}: row {i} ({text}) is not a result row (a dict with a "label"; it was '
+                                 'edited by hand?); fix or remove that row, or pass --overwrite to start the sweep '
+                                 'again')
+    if not isinstance(record.get('spec', {}), dict):
+        raise ResultSetError(f'{path!r}: "spec" is not a dict (edited by hand?); restore it, or pass --overwrite to '
+                             'start the sweep again')
+    record['_manifest'] = _read_manifest(out_dir, check)
+    if check and record['_manifest']:
+        files = record['_manifest'].get('files', {})
+        stale = [name for name, want in files.items()
                  if not os.path.isfile(os.path.join(out_dir, name)) or _digest(os.path.join(out_dir, name)) != want]
         if stale:
             raise ResultSetError(f'{out_dir!r}: {", ".join(stale)} differ from {MANIFEST} (the sweep was stopped '
@@ -155,6 +168,27 @@ def read_result_set(out_dir: str, check: bool = True) -> Optional[Dict[str, Any]
     record['results'] = _nan_for_null(record['results'])
     record['extras'] = {k: v for k, v in record.items() if k not in _FIXED_KEYS and not k.startswith('_')}
     return record
+
+
+def _read_manifest(out_dir: str, check: bool) -> Dict[str, Any]:
+    """``manifest.json`` of a result set (``{}`` when there is none); see :func:`read_result_set` for a corrupt one."""
+    path = os.path.join(out_dir, MANIFEST)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding='utf-8') as f:
+            manifest = json.load(f)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get('files', {}), dict):
+            raise ValueError('not a manifest (no "files" dict)')
+        return manifest
+    except (OSError, ValueError) as e:
+        problem = (f'{path!r} is corrupt ({type(e).__name__}: {" ".join(str(e).split())}; truncated by a full disk '
+                   'or a kill, or edited)')
+        if check:
+            raise ResultSetError(f'{problem}; rerun the sweep with --resume to rewrite the set from its rows in '
+                                 'results.json, or delete the manifest') from None
+        _logger.warning('%s: ignored; this update rewrites it', problem)
+        return {}
 
 
 def _nan_for_null(rows: List[Any]) -> List[Any]:
@@ -209,33 +243,72 @@ def write_video_report(rows: List[Dict[str, Any]], models: List[Dict[str, Any]],
 
 
 def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
-    """``python -m zoo.sweep.report``: redraw the scaling plot and the heatmap from saved results (a sweep's
-    ``results.csv`` / ``results.json``, or the top-1 table of a markdown page), without evaluating anything."""
-    p = argparse.ArgumentParser(prog='python -m zoo.sweep.report', description=replot.__doc__)
+    """``python -m zoo.sweep.report``: redraw a sweep's plots from saved results (``results.csv`` /
+    ``results.json`` of eval-resolution, eval-frames or eval-video, or the top-1 table of a markdown page), without
+    evaluating anything: the scaling plot (eval-resolution), the frames/size plot (eval-frames) or the accuracy plot
+    (eval-video) as ``--png``.
+
+    Raises:
+        SystemExit: (status 2, one line) a missing or unreadable file, rows of no sweep, or an option the rows'
+            sweep has no plot for.
+    """
+    p = argparse.ArgumentParser(prog='python -m zoo.sweep.report',
+                                description=' '.join(replot.__doc__.split('\n\n')[0].split()))
     p.add_argument('results', help='results.csv, results.json, or a .md page with a "| model | trained at |" table')
-    p.add_argument('--png', required=True, help='scaling plot to write')
-    p.add_argument('--heatmap', help='heatmap to write (model x size)')
+    p.add_argument('--png', required=True, help='plot to write (scaling, frames/size or accuracy, by the sweep)')
+    p.add_argument('--heatmap', help='heatmap to write (eval-resolution: model x size; eval-frames: frames x size of '
+                                     'a single model)')
     p.add_argument('--csv', help='also write the rows read (e.g. a table parsed from markdown) to this CSV')
     p.add_argument('--strategies', help='per-strategy plot to write (rows of an --extrapolation sweep)')
-    p.add_argument('--title', default='Zero-shot resolution sweep')
+    p.add_argument('--title', default=None, help='plot title (default: the kind of sweep)')
     args = p.parse_args(argv)
-    if args.results.endswith('.json'):
-        with open(args.results) as f:
-            df = pd.DataFrame(json.load(f)['results'])
-    elif args.results.endswith('.csv'):
-        df = pd.read_csv(args.results)
-    else:
-        df = pd.DataFrame(rows_from_markdown(args.results))
+    if not os.path.isfile(args.results):
+        p.error(f'{args.results!r} does not exist (or is not a file); pass a sweep\'s results.csv or results.json')
+    try:
+        if args.results.endswith('.json'):
+            with open(args.results, encoding='utf-8') as f:
+                record = json.load(f)
+            if not isinstance(record, dict) or not isinstance(record.get('results'), list):
+                raise ValueError('no "results" list of a zoo sweep')
+            df = pd.DataFrame(record['results'])
+        elif args.results.endswith('.csv'):
+            df = pd.read_csv(args.results)
+        else:
+            df = pd.DataFrame(rows_from_markdown(args.results))
+    except (OSError, ValueError, pd.errors.ParserError) as e:
+        p.error(f'{args.results!r} is not readable sweep results ({type(e).__name__}: {" ".join(str(e).split())})')
     if 'error' in df:
         df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
+    kind = 'video' if 'acc' in df else 'frames' if {'frames', 'top1'} <= set(df) else 'resolution' \
+        if {'size', 'top1'} <= set(df) else None
+    if kind is None or not len(df) or 'label' not in df:
+        p.error(f'{args.results!r} holds no successful rows of a zoo sweep (columns {sorted(df)[:8]}); pass the '
+                'results.csv or results.json of zoo eval-resolution, eval-frames or eval-video')
+    title = args.title or dict(resolution='Zero-shot resolution sweep', frames='Zero-shot frames / size sweep',
+                               video='Video QA accuracy')[kind]
+    if kind != 'resolution' and args.strategies:
+        p.error(f'--strategies plots an eval-resolution sweep; {args.results!r} holds eval-{kind} rows')
     out = dict(png=args.png)
-    plot_scaling(df, args.png, args.title)
-    if args.strategies and has_strategies(df):
-        plot_strategies(df, args.strategies, args.title)
-        out['strategies'] = args.strategies
-    if args.heatmap:
-        plot_heatmap(df, args.heatmap, f'top-1 (%): {args.title}')
-        out['heatmap'] = args.heatmap
+    if kind == 'video':
+        if args.heatmap:
+            p.error(f'--heatmap: {args.results!r} holds eval-video rows, which have no heatmap; drop --heatmap')
+        plot_accuracy(df, args.png, title)
+    elif kind == 'frames':
+        plot_frames_scaling(df, args.png, title)
+        if args.heatmap:
+            if df['label'].nunique() != 1:
+                p.error(f'--heatmap: {args.results!r} holds {df["label"].nunique()} models; a frames x size heatmap '
+                        'shows one (the sweep\'s report has one per model)')
+            plot_grid_heatmap(df, args.heatmap, f'{df["label"].iloc[0]}: zero-shot top-1')
+            out['heatmap'] = args.heatmap
+    else:
+        plot_scaling(df, args.png, title)
+        if args.strategies and has_strategies(df):
+            plot_strategies(df, args.strategies, title)
+            out['strategies'] = args.strategies
+        if args.heatmap:
+            plot_heatmap(df, args.heatmap, f'top-1 (%): {title}')
+            out['heatmap'] = args.heatmap
     if args.csv:
         write_text_atomic(args.csv, df.to_csv(index=False))
         out['csv'] = args.csv
