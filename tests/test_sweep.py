@@ -281,6 +281,8 @@ def test_extrapolation_records_a_strategy_a_model_cannot_take_as_not_applicable(
     assert 'ntk' in rows['ape · ntk']['not_applicable'] and rows['ape · ntk']['error'] == ''
     assert rows['ape · ntk']['top1'] != rows['ape · ntk']['top1']  # NaN: not evaluated
     assert rows['ape · none']['top1'] == rows['ape · none']['top1'] and not rows['ape · none'].get('not_applicable')
+    assert 'Not applicable (not evaluated, empty cells): --extrapolation ntk for ape' in open(
+        tmp_path / 's' / 'report.md').read()
     with pytest.raises(ValueError, match='--extrapolation ntk for ape'):  # nothing applies at all: refused
         eval_resolution(_one_cell(data, ape, tmp_path / 't', '--extrapolation', 'ntk'))
 

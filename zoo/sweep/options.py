@@ -200,9 +200,12 @@ def run_sweep(command: str, args: argparse.Namespace, models: List[SweepModel], 
     """Run a :class:`~zoo.sweep.engine.Sweep` with the shared options (``--output``, ``--overwrite``, ``--resume``,
     ``--no-progress``, ``--note``); ``page(state, models, protocol=, notes=)`` lays out the report. The device and the
     batch size may change when a sweep is resumed; ``inputs`` (the data folder, a class map ...; ``None`` entries
-    skipped) may not (``--frame-cache`` inside a data folder is left out). Returns :meth:`Sweep.run`'s result."""
+    skipped) may not (``--frame-cache`` inside a data folder is left out). The reasons of variants marked
+    ``not_applicable`` are added to the report's notes. Returns :meth:`Sweep.run`'s result."""
+    notes = list(args.note) + [f'Not applicable (not evaluated, empty cells): {m.info["not_applicable"]}.'
+                               for m in models if m.info.get('not_applicable')]
     return Sweep(command, args.output, models, plan, evaluate,
-                 functools.partial(page, protocol=protocol, notes=args.note), protocol, overwrite=args.overwrite,
+                 functools.partial(page, protocol=protocol, notes=notes), protocol, overwrite=args.overwrite,
                  resume=args.resume, progress=not args.no_progress, base_row=base_row, failed_row=failed_row,
                  volatile=('device', 'batch_size'), inputs=[p for p in inputs if p],
                  exclude_inputs=[getattr(args, 'frame_cache', None)]).run()
