@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import zoo
-from zoo.encodings.multimodal_rope import get_layout_position_ids, get_position_ids
+from zoo.encodings.multimodal_rope import get_layout_position_ids, get_position_ids, get_scheme
 from zoo.models.vlm import (IGNORE_INDEX, VideoLLM, create_video_llm, list_video_llms, select_next_token,
                             vlm_schemes)
 
@@ -144,11 +144,18 @@ def test_decoding_matches_full_sequence(scheme):
     b, out = gen(m, prompts, clips, output_logits=True, output_positions=True)
     n = out.new_tokens.shape[1]
     full_mask = torch.cat([b['attention_mask'], torch.ones(2, n, dtype=torch.int64)], dim=1)
-    ref, _ = get_position_ids(scheme, out.sequences, None, b['video_grid_thw'], full_mask,
-                              b['second_per_grid_ts'] if scheme == 'qwen2_5_vl' else None,
-                              image_token_id=m.tokenizer.image_id, video_token_id=m.tokenizer.video_id)
     real = full_mask.bool()
-    assert torch.equal(out.position_ids[:, real].to(ref.dtype), ref[:, real])
+    layers = range(m.decoder.depth) if get_scheme(scheme).per_layer else [None]
+    for layer in layers:  # a per-layer scheme (PyPE): every layer's ids, then the visual frame index
+        ref, _ = get_position_ids(scheme, out.sequences, None, b['video_grid_thw'], full_mask,
+                                  b['second_per_grid_ts'] if scheme == 'qwen2_5_vl' else None,
+                                  image_token_id=m.tokenizer.image_id, video_token_id=m.tokenizer.video_id,
+                                  **({} if layer is None else dict(layer=layer)))
+        got = out.position_ids if layer is None else out.position_ids[layer]
+        assert torch.equal(got[:, real].to(ref.dtype), ref[:, real])
+    if layers[0] is not None:
+        whole, _ = m.position_ids(out.sequences, full_mask, None, b['video_grid_thw'])
+        assert torch.equal(out.position_ids[..., real], whole[..., real])
     full = m(out.sequences[:, :-1], full_mask[:, :-1], videos=clips, video_grid_thw=b['video_grid_thw'],
              second_per_grid_ts=b['second_per_grid_ts'])
     length = b['input_ids'].shape[1]

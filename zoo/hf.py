@@ -115,10 +115,16 @@ def patch_rope_index(model: nn.Module, scheme: str, *, frequencies: str = 'schem
     Raises:
         ValueError: an unsupported model; an unknown scheme or option; ``frequencies='scheme'`` with ``mhrope``
             (per-key-head tables do not fit transformers' one-table rotation; fix: ``frequencies='model'``);
-            ``frequencies='model'`` with a 4-axis scheme (VRoPE); a section that does not fit the head dim.
+            ``frequencies='model'`` with a 4-axis scheme (VRoPE); a section that does not fit the head dim; a scheme
+            that is not one id set for every layer (``Scheme.hf_refusal``: PyPE's per-layer ids and image-block mask).
     """
     if frequencies not in ('scheme', 'model'):
         raise ValueError(f"frequencies must be 'scheme' or 'model', got {frequencies!r}")
+    refusal = get_scheme(scheme).hf_refusal
+    if refusal:
+        raise ValueError(f'scheme {scheme!r} cannot be patched into a Hugging Face model: {refusal}; fix: use it in the '
+                         f"zoo video-LLM (zoo.create_video_llm('pe_vlm_tiny_{scheme}')) or a scheme with one id set "
+                         'for all layers')
     unpatch_rope_index(model)
     inner = _inner(model)
     native = native_scheme(model)

@@ -21,9 +21,9 @@ from ..rotary import RotaryTerm
 from ..rotation import apply_rope, check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
 from .ids import decode_position_ids, get_position_ids
 from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
-from .schemes import IMAGE, VIDEO, Block, get_scheme
+from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
-__all__ = ['MsPoETerm', 'axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+__all__ = ['MsPoETerm', 'FrameMaskTerm', 'image_block_mask', 'axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
 LAYOUT = 'half'
@@ -287,6 +287,59 @@ class MsPoETerm(AttnTerm):
         return self._rot(q, rq), self._rot(k, rk)
 
 
+def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[torch.Tensor]:
+    """Attention inside visual frames for a per-layer scheme (PyPE): query ``i`` may attend key ``j`` iff both lie in
+    the same frame and ``level[j] <= level[i]`` (within a frame the level is the position minus the frame's start, so
+    this is ``pos[j] <= pos[i]``); any other pair is causal (``j <= i``).
+
+    Args:
+        positions: ``(B, L)`` ids of one layer.
+        frames: ``(B, L)`` int64 visual frame index of each token (equal within one frame), -1 for text.
+
+    Returns:
+        ``(B, L, L)`` bool (True = may attend; rows are queries), or ``None`` when no two tokens share a frame (plain
+        causal attention).
+    """
+    same = (frames[:, :, None] == frames[:, None, :]) & (frames[:, :, None] >= 0)
+    n = frames.shape[-1]
+    same = same & ~torch.eye(n, dtype=torch.bool, device=frames.device)
+    if not bool(same.any()):
+        return None
+    causal = torch.ones(n, n, dtype=torch.bool, device=frames.device).tril()
+    return torch.where(same, positions[:, None, :] <= positions[:, :, None], causal)
+
+
+class FrameMaskTerm(RotaryTerm):
+    """A rotation plus an attention pattern given whole (PyPE's level rule inside visual frames): ``bias`` is 0 where
+    :attr:`allowed` and ``-inf`` elsewhere, and :attr:`causal` is False so that the attention applies the pattern
+    instead of its own causal mask (key padding is still merged). Without a pattern (decoding steps, text only) it
+    is a plain rotation and the attention stays causal.
+
+    Args:
+        sin, cos: as :class:`RotaryTerm` (``half`` layout).
+        allowed: ``(B, Lq, Lk)`` bool or ``None``.
+    """
+
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, layout: str = LAYOUT,
+                 allowed: Optional[torch.Tensor] = None):
+        super().__init__(sin, cos, layout)
+        self.allowed = allowed
+
+    @property
+    def causal(self) -> bool:
+        return self.allowed is None
+
+    def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> Optional[torch.Tensor]:
+        if self.allowed is None:
+            return None
+        if tuple(self.allowed.shape[-2:]) != (q.shape[-2], k.shape[-2]):
+            raise ValueError(f'the visual-frame attention pattern is {tuple(self.allowed.shape[-2:])} but the layer has '
+                             f'{q.shape[-2]} queries and {k.shape[-2]} keys; fix: prefill the whole prompt in one call '
+                             '(a per-layer scheme decodes text one token at a time)')
+        zero = torch.zeros((), dtype=q.dtype, device=q.device)
+        return torch.where(self.allowed.to(q.device)[:, None], zero, float('-inf'))
+
+
 @register_pos_encoding('multimodal_rope')
 class MultimodalRoPE(PosEncoding):
     """Multimodal RoPE for video-LLM decoders (and any backbone): one scheme's frequency allocation applied to
@@ -392,8 +445,42 @@ class MultimodalRoPE(PosEncoding):
         """
         opts = dict(self.scheme_options if scheme_options is None else scheme_options)
         secs = second_per_grid_ts if self.spec.uses_seconds(opts) else None
+        if self.spec.per_layer:
+            return self._layer_position_ids(input_ids, image_grid_thw, video_grid_thw, attention_mask, secs, opts,
+                                            token_kwargs)
         return get_position_ids(self.spec, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs,
                                 **token_kwargs, **opts)
+
+    def _layer_position_ids(self, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs, opts,
+                            token_kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Ids ``(depth + 1, A, B, L)`` (each layer's, then the visual frame index, -1 for text) and ``rope_deltas``
+        ``(depth, B, 1)`` of a per-layer scheme."""
+        if attention_mask is not None and bool((attention_mask > 1).any()):
+            raise ValueError(f'scheme {self.scheme!r} lays out ids per layer and masks attention inside visual frames, '
+                             'which packed documents (attention_mask values > 1) would cross; fix: one document per '
+                             'row')
+        layers = []
+        for layer in range(self.depth):
+            o = dict(opts, layer=layer)
+            layers.append((get_position_ids(self.spec, input_ids, image_grid_thw, video_grid_thw, attention_mask, secs,
+                                            **token_kwargs, **o), self.spec.decode_shift(self.spec.options(o))))
+        frame_kwargs = {k: v for k, v in token_kwargs.items() if k != 'cu_seqlens'}
+        frame, _ = get_position_ids(FRAME_INDEX, input_ids, image_grid_thw, video_grid_thw, attention_mask,
+                                    **frame_kwargs)
+        types = token_kwargs.get('mm_token_type_ids')
+        if types is None:
+            from .ids import QWEN_TOKEN_IDS
+            vis = (input_ids == token_kwargs.get('image_token_id', QWEN_TOKEN_IDS['image'])) | \
+                (input_ids == token_kwargs.get('video_token_id', QWEN_TOKEN_IDS['video']))
+        else:
+            vis = types != 0
+        if attention_mask is not None:
+            vis = vis & (attention_mask != 0)
+        ids = torch.stack([i for (i, _), _ in layers])
+        frames = torch.where(vis, frame[0], torch.full_like(frame[0], -1)).to(ids.dtype)
+        has_visual = vis.any(-1, keepdim=True).to(torch.int64)                    # the shift only follows an image
+        deltas = torch.stack([d + shift * has_visual.to(d.device) for (_, d), shift in layers])
+        return torch.cat([ids, frames.expand(1, self.spec.num_axes, -1, -1)]), deltas
 
     def draw_training_options(self, batch_size: int,
                               generator: Optional[random.Random] = None) -> Optional[List[Dict[str, Any]]]:
@@ -415,6 +502,9 @@ class MultimodalRoPE(PosEncoding):
     def decode_position_ids(self, rope_deltas: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
         """Ids ``(A, B, n)`` of decoding steps, ``cache_position + rope_deltas`` on each of the scheme's ``A`` axes
         (:func:`decode_position_ids`)."""
+        if self.spec.per_layer:
+            ids = torch.stack([decode_position_ids(d, cache_position, self.spec.num_axes) for d in rope_deltas])
+            return torch.cat([ids, torch.full_like(ids[:1], -1)])
         return decode_position_ids(rope_deltas, cache_position, self.spec.num_axes)
 
     def grid_position_ids(self, grid: Tuple[int, int, int], num_prefix_tokens: int = 0) -> torch.Tensor:
@@ -437,6 +527,8 @@ class MultimodalRoPE(PosEncoding):
                           layout=LAYOUT)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if pos.ids is not None and self.spec.per_layer:
+            return self._layer_terms(pos.ids, device)
         if pos.ids is not None:
             ids = pos.ids
             if ids.dim() != 3 or ids.shape[0] not in (1, self.spec.num_axes):
@@ -457,6 +549,23 @@ class MultimodalRoPE(PosEncoding):
             raise ValueError('multimodal_rope needs Positions.ids (A, B, L) or a patch grid; fix: pass '
                              'Positions(grid=None, ids=get_position_ids(...)[0])')
         return [term] * self.depth
+
+    def _layer_terms(self, ids: torch.Tensor, device: torch.device) -> List[AttnTerm]:
+        """One :class:`FrameMaskTerm` per layer from per-layer ids ``(depth + 1, A, B, L)``."""
+        if ids.dim() != 4 or ids.shape[0] != self.depth + 1:
+            raise ValueError(f'scheme {self.scheme!r} has ids per layer: Positions.ids must be (depth + 1, A, B, L) = '
+                             f'({self.depth + 1}, {self.spec.num_axes}, B, L) (each layer, then the visual frame index), '
+                             f'got {tuple(ids.shape)}; fix: build them with the encoding\'s position_ids')
+        if self.extrapolation.strategy == 'mspoe':
+            raise ValueError(f"scheme {self.scheme!r} (per-layer ids) does not take extrapolation 'mspoe'; fix: use a "
+                             'scheme with one id set for all layers')
+        ids = ids.to(device)
+        frames = ids[-1, 0].to(torch.int64)
+        terms: List[AttnTerm] = []
+        for layer in range(self.depth):
+            rot = self.term(ids[layer], device)
+            terms.append(FrameMaskTerm(rot.sin, rot.cos, LAYOUT, image_block_mask(ids[layer, 0], frames)))
+        return terms
 
     def _mspoe_terms(self, ids: torch.Tensor, key_mask: Optional[torch.Tensor],
                      device: torch.device) -> List[AttnTerm]:

@@ -27,6 +27,11 @@ Schemes and their sources:
 * ``hope``: HoPE ("HoPE: Hybrid of Position Embedding for Length Generalization in Vision-Language Models", Li et
   al., arXiv:2505.20444): VideoRoPE's layout with dynamic temporal scaling ``gamma`` and the temporal pairs left
   unrotated (zero frequency, NoPE).
+* ``pype``: PyPE, pyramid-descent visual position encoding (Chen et al., "Advancing General Multimodal Capability of
+  Vision-language Models with Pyramid-descent Visual Position Encoding", arXiv:2501.10967): visual tokens numbered
+  from the border ring to the centre, rings merged every ``jump`` layers. The first **per-layer** scheme
+  (:attr:`Scheme.per_layer`): its ids depend on the layer, and inside each visual frame the attention follows the
+  levels (:func:`zoo.encodings.multimodal.encoding.image_block_mask`); ``docs/pype.md``.
 """
 from __future__ import annotations
 
@@ -99,6 +104,12 @@ class Scheme:
         needs_grids: visual runs need ``*_grid_thw`` (False: each run of visual tokens is one block).
         default_section: published ``[t, h, w]`` split of the allocation unit, or ``None``.
         per_head: the allocation is per key head (MHRoPE) instead of per rotary pair.
+        per_layer: the ids depend on the decoder layer (PyPE): the scheme has a ``layer`` option, and the encoding
+            lays the sequence out once per layer (ids ``(depth + 1, A, B, L)``: one slice per layer, then the visual
+            frame index of every token, -1 for text) and restricts attention inside each visual frame
+            (:func:`zoo.encodings.multimodal.encoding.image_block_mask`).
+        hf_refusal: why ``zoo.hf.patch_rope_index`` cannot put the scheme into a Hugging Face model (it replaces one
+            id set shared by every layer), or ``None`` when it can.
         paper: title and arXiv id.
     """
     name: str = ''
@@ -110,6 +121,8 @@ class Scheme:
     needs_grids: bool = True
     default_section: Optional[Tuple[int, int, int]] = None
     per_head: bool = False
+    per_layer: bool = False
+    hf_refusal: Optional[str] = None
     paper: str = ''
 
     def __init__(self, name: str, **defaults: Any):
@@ -478,6 +491,71 @@ class HoPE(VideoRoPE):
         return out
 
 
+class PyPE(Scheme):
+    """PyPE: one 1-D position; at layer ``l`` a visual frame (``h x w`` merged tokens) starting at ``s`` puts the token
+    of ring ``p = min(r, c, h-1-r, w-1-c)`` (Chebyshev distance to the border) at ``s + min(p, n_lev(l) - 1)``, with
+    ``n_lev(l) = max(R - l // jump, 1)`` and ``R = ceil(min(h, w) / 2)`` rings: the border is level 0, the centre the
+    highest level (next to the text that follows), and every ``jump`` layers the innermost two levels merge. The next
+    token is at ``s + n_lev(l)``; the frames of a video follow one another (frame ``f`` at ``s + f * n_lev(l)``).
+    Inside a frame, query ``i`` attends key ``j`` iff ``level[j] <= level[i]`` (not raster-causal); elsewhere the
+    attention is causal.
+
+    ``official=True`` uses ``R = floor(min(h, w) / 2)``: the official code's odd grids lose their centre ring (5x5 has
+    levels 0 and 1 at layer 0), and decoding reads the cache length of layer 0 in every layer, so after layer 0 each
+    decoding step sits one position too far (``rope_deltas`` + 1 there).
+    """
+    defaults = {'jump': 1, 'layer': 0, 'official': False}
+    per_layer = True
+    hf_refusal = ('PyPE gives every decoder layer its own ids and restricts attention inside each image, while '
+                  'get_rope_index returns one id set for all layers')
+    paper = ('Advancing General Multimodal Capability of Vision-language Models with Pyramid-descent Visual Position '
+             'Encoding (Chen et al., arXiv:2501.10967)')
+
+    def check_options(self, opts):
+        for key, low in (('jump', 1), ('layer', 0)):
+            v = opts[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f'pype {key} must be an int >= {low}, got {v!r}; fix: e.g. jump=1 (rings merge every '
+                                 'layer) or 2')
+        if not isinstance(opts['official'], bool):
+            raise ValueError(f'pype official must be True or False, got {opts["official"]!r}')
+        return opts
+
+    def num_levels(self, opts, h: int, w: int) -> int:
+        """``n_lev`` of an ``h x w`` frame at ``opts['layer']``."""
+        rings = min(h, w) // 2 if opts['official'] else (min(h, w) + 1) // 2
+        return max(rings - opts['layer'] // opts['jump'], 1)
+
+    def visual(self, opts, s, b):
+        f, r, c = frame_row_col(b)
+        ring = torch.minimum(torch.minimum(r, c), torch.minimum(b.h - 1 - r, b.w - 1 - c))
+        n = self.num_levels(opts, b.h, b.w)
+        return (s + f * n + ring.clamp(max=n - 1)).unsqueeze(0)
+
+    def extent(self, opts, b):
+        return b.t * self.num_levels(opts, b.h, b.w)
+
+    def decode_shift(self, opts) -> int:
+        """Added to ``rope_deltas`` of layer ``opts['layer']`` of a row that holds a visual block: 1 after layer 0
+        with ``official`` (the official decoding bug), else 0."""
+        return int(opts['official'] and opts['layer'] > 0)
+
+
+class _FrameIndex(Scheme):
+    """Internal: every token of visual frame ``f`` of a block at ``s`` gets ``s + f`` (text advances by 1), so equal
+    ids of visual tokens of one document mean one frame."""
+
+    def visual(self, opts, s, b):
+        f, _, _ = frame_row_col(b)
+        return (s + f).unsqueeze(0)
+
+    def extent(self, opts, b):
+        return b.t
+
+
+FRAME_INDEX = _FrameIndex('_frame_index')
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------------------------------
@@ -503,6 +581,7 @@ register_scheme(VRoPE('vrope'))
 register_scheme(V2PE('v2pe'))
 register_scheme(VideoRoPE('videorope'))
 register_scheme(HoPE('hope'))
+register_scheme(PyPE('pype'))
 
 
 def list_schemes() -> List[str]:

@@ -37,7 +37,8 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, term=None, attn_mask: Optional[torch.Tensor] = None,
                 kv_cache: Optional[KVCache] = None, layer_idx: int = 0) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), term, attn_mask, True, kv_cache, layer_idx)
+        causal = getattr(term, 'causal', True)  # a term may give the whole pattern (PyPE inside visual frames)
+        x = x + self.attn(self.norm1(x), term, attn_mask, causal, kv_cache, layer_idx)
         return x + self.mlp(self.norm2(x))
 
 
@@ -108,7 +109,8 @@ class Decoder(nn.Module):
 
         Args:
             x: input embeddings ``(B, L, dim)``.
-            position_ids: ``(A, B, L)`` ids of the ``L`` tokens (the scheme's axes; ``A = 1`` broadcasts).
+            position_ids: ``(A, B, L)`` ids of the ``L`` tokens (the scheme's axes; ``A = 1`` broadcasts); for a
+                per-layer scheme (PyPE) ``(depth + 1, A, B, L)``: each layer's ids, then the visual frame index.
             attn_mask: ``(B, L_keys)`` bool key padding mask (True = real), cache keys included, or ``None``.
             kv_cache: past keys / values; this step's are appended.
 

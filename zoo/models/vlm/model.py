@@ -38,8 +38,10 @@ class VLMOutput:
         logits: ``(B, L, vocab_size)``; with a ``logits_mask``, ``(N, vocab_size)`` for its ``N`` True positions
             (row-major order).
         loss: mean cross-entropy (nats) over the labelled tokens, or ``None`` without labels.
-        position_ids: ``(A, B, L)`` ids used (long, or float32 for V2PE / VideoRoPE / HoPE).
-        rope_deltas: ``(B, 1)``: the token at padded index ``k >= L`` decodes at ``k + rope_deltas`` on every axis.
+        position_ids: ``(A, B, L)`` ids used (long, or float32 for V2PE / VideoRoPE / HoPE); per-layer schemes
+            (PyPE): ``(depth + 1, A, B, L)``, each layer's ids, then the visual frame index of every token (-1: text).
+        rope_deltas: ``(B, 1)``: the token at padded index ``k >= L`` decodes at ``k + rope_deltas`` on every axis;
+            ``(depth, B, 1)``, one per layer, for per-layer schemes.
     """
     logits: torch.Tensor
     loss: Optional[torch.Tensor]
@@ -75,7 +77,7 @@ class VideoLLM(nn.Module):
 
     Args:
         scheme: a scheme of :func:`zoo.encodings.multimodal_rope.list_schemes` (``rope1d``, ``mrope``,
-            ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``).
+            ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``, ``pype``).
         vision_tower: a timm model name (any zoo ``pe_vit_*`` / ``pe_video_vit_*``, timm ViT or CNN) or a module.
         tower_kwargs: constructor options of the tower (``img_size``, ``patch_size``, ``embed_dim`` ...).
         temporal_patch_size: frames per temporal patch of an image tower (default 2); a video tower uses its tubelet.
@@ -241,7 +243,7 @@ class VideoLLM(nn.Module):
             i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, scheme_options[r])
             ids.append(i)
             deltas.append(d)
-        return torch.cat(ids, dim=1), torch.cat(deltas)  # one scheme: one dtype
+        return torch.cat(ids, dim=-2), torch.cat(deltas, dim=-2)  # one scheme: one dtype (batch dim: -2)
 
     def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts):
         tok = self.tokenizer
