@@ -145,7 +145,7 @@ def exec_block(n, text, drop=lambda src: False):
 
 def test_every_block_is_run_or_left_out():
     run_here = {'import timm, zoo', '# an ImageFolder', 'import timm, torch, zoo', 'zoo make-videos',
-                'import zoo ', 'zoo make-videoqa --output data/vqa-train'}
+                'import zoo ', 'zoo make-videoqa --output data/vqa-diag-train'}
     for n, lang, text in blocks():
         if lang not in ('python', 'bash'):
             continue
@@ -175,7 +175,7 @@ def test_image_folder_commands_and_the_video_models_snippet(inside):
 @pytest.mark.slow
 @pytest.mark.parametrize('first,report,labels', [
     ('zoo make-videos', 'runs/eval-frames/report.md', ('rope3d', 'sincos')),
-    ('zoo make-videoqa --output data/vqa-train', 'runs/eval-video/report.md', ('mrope', 'videorope'))],
+    ('zoo make-videoqa --output data/vqa-diag-train', 'runs/eval-video/report.md', ('mrope', 'videorope'))],
     ids=['video-folders', 'video-qa'])
 def test_video_commands(inside, first, report, labels):
     """The video-folder commands (make-videos, two trainings, eval-frames) and the video-QA commands (questions,
