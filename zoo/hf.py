@@ -122,9 +122,9 @@ def patch_rope_index(model: nn.Module, scheme: str, *, frequencies: str = 'schem
         raise ValueError(f"frequencies must be 'scheme' or 'model', got {frequencies!r}")
     refusal = get_scheme(scheme).hf_refusal
     if refusal:
-        raise ValueError(f'scheme {scheme!r} cannot be patched into a Hugging Face model: {refusal}; fix: use it in the '
-                         f"zoo video-LLM (zoo.create_video_llm('pe_vlm_tiny_{scheme}')) or a scheme with one id set "
-                         'for all layers')
+        raise ValueError(f'scheme {scheme!r} cannot be patched into a Hugging Face model: {refusal}; fix: use it in '
+                         f"the zoo video-LLM (zoo.create_video_llm('pe_vlm_tiny_{scheme}')) or a scheme with one id "
+                         'set for all layers')
     unpatch_rope_index(model)
     inner = _inner(model)
     native = native_scheme(model)

@@ -12,6 +12,7 @@ import random
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
+from torch import nn
 
 from .._cache import TableCache
 from ..base import AttnTerm, Positions, PosEncoding
@@ -20,10 +21,12 @@ from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
 from ..rotation import apply_rope, check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
 from .ids import decode_position_ids, get_position_ids
+from .cope import cope_bias
 from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
-__all__ = ['MsPoETerm', 'FrameMaskTerm', 'image_block_mask', 'axis_of_pair', 'axis_table', 'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+__all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
+           'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
 LAYOUT = 'half'
@@ -333,11 +336,46 @@ class FrameMaskTerm(RotaryTerm):
         if self.allowed is None:
             return None
         if tuple(self.allowed.shape[-2:]) != (q.shape[-2], k.shape[-2]):
-            raise ValueError(f'the visual-frame attention pattern is {tuple(self.allowed.shape[-2:])} but the layer has '
-                             f'{q.shape[-2]} queries and {k.shape[-2]} keys; fix: prefill the whole prompt in one call '
-                             '(a per-layer scheme decodes text one token at a time)')
+            raise ValueError(f'the visual-frame attention pattern is {tuple(self.allowed.shape[-2:])} but the layer '
+                             f'has {q.shape[-2]} queries and {k.shape[-2]} keys; fix: prefill the whole prompt in one '
+                             'call (a per-layer scheme decodes text one token at a time)')
         zero = torch.zeros((), dtype=q.dtype, device=q.device)
         return torch.where(self.allowed.to(q.device)[:, None], zero, float('-inf'))
+
+
+class CoPETerm(RotaryTerm):
+    """A rotation (identity for CoPE alone) plus CoPE's contextual position logits as the attention bias
+    (:func:`zoo.encodings.multimodal.cope.cope_bias`), so the attention stays one SDPA call.
+
+    The gates see the keys a query may attend: causal (the queries are the last ``Lq`` keys, so a decoding step
+    counts over the whole cache) and not padding. With RoPE (``cope_rope``) the gates use the rotated q and k
+    (relative), and the position logits ``q . E`` the un-rotated query, so no absolute phase enters the CoPE term.
+
+    Args:
+        sin, cos: as :class:`RotaryTerm` (``half`` layout).
+        pos_emb: ``(head_dim, npos)`` this layer's table.
+        divide: the official ``/ sqrt(d)`` on the position term.
+        key_mask: ``(B, L_keys)`` bool (True = real key) or ``None``.
+    """
+    tensor_fields = ('sin', 'cos', 'pos_emb')
+
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, pos_emb: torch.Tensor, divide: bool = False,
+                 key_mask: Optional[torch.Tensor] = None):
+        super().__init__(sin, cos, LAYOUT)
+        self.pos_emb, self.divide, self.key_mask = pos_emb, divide, key_mask
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        self._query = q  # the un-rotated query for q . E (the attention calls rotate, then bias, on this layer's term)
+        return super().rotate(q, k)
+
+    def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+        nq, nk = q.shape[-2], k.shape[-2]
+        allowed = torch.arange(nk, device=q.device)[None, :] <= torch.arange(nq, device=q.device)[:, None] + nk - nq
+        if self.key_mask is not None:
+            allowed = allowed & self.key_mask[:, -nk:].to(q.device, torch.bool)[:, None, None, :]
+        query = getattr(self, '_query', None)
+        return cope_bias(q, k, self.pos_emb, allowed, self.divide,
+                         query if query is not None and query.shape == q.shape else None).to(q.dtype)
 
 
 @register_pos_encoding('multimodal_rope')
@@ -413,6 +451,19 @@ class MultimodalRoPE(PosEncoding):
         with torch.device('cpu'):  # a constant of the geometry, also when the model is built on the meta device
             self.axes = self.spec.allocation(self.head_dim, self.num_kv_heads, self.mrope_section)  # (H|1, half)
         self._cache = TableCache()
+        self.cope_pos_emb = None
+        if self.spec.contextual:  # CoPE: one learned (head_dim, npos) table per layer
+            npos = self.spec.options(self.scheme_options)['npos']
+            self.cope_pos_emb = nn.Parameter(torch.empty(depth, self.head_dim, npos))
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """CoPE's tables: normal(0, 0.02), as the decoder's other weights."""
+        if self.cope_pos_emb is not None:
+            nn.init.normal_(self.cope_pos_emb, std=0.02)
+
+    def no_weight_decay(self) -> set:
+        return {'cope_pos_emb'} if self.cope_pos_emb is not None else set()
 
     def extra_repr(self) -> str:
         return f'scheme={self.scheme!r}, theta={self.theta:g}, head_dim={self.head_dim}, axes={tuple(self.axes.shape)}'
@@ -536,9 +587,19 @@ class MultimodalRoPE(PosEncoding):
                                  f'({", ".join(self.spec.axis_names)}) for scheme {self.scheme!r}, got shape '
                                  f'{tuple(ids.shape)}; fix: build them with get_position_ids({self.scheme!r}, ...)')
             if self.extrapolation.strategy == 'mspoe':
+                if self.spec.contextual:
+                    raise ValueError(f"scheme {self.scheme!r} (CoPE) does not take extrapolation 'mspoe'; fix: use "
+                                     'rope1d or another rotary scheme')
                 return self._mspoe_terms(ids, pos.attn_mask, device)
             term = self.term(ids, device)
+            if self.spec.contextual:
+                divide = self.spec.options(self.scheme_options)['divide']
+                return [CoPETerm(term.sin, term.cos, self.cope_pos_emb[i], divide, pos.attn_mask)
+                        for i in range(self.depth)]
         elif pos.grid is not None:
+            if self.spec.contextual:
+                raise ValueError(f'scheme {self.scheme!r} (CoPE) counts positions inside causal attention and needs '
+                                 'explicit position ids (the video-LLM decoder), not a patch grid')
             if self.extrapolation.strategy == 'mspoe':
                 raise ValueError("multimodal_rope: extrapolation 'mspoe' needs explicit position ids (the video-LLM "
                                  'decoder), not a patch grid; fix: use none, pi, ntk or yarn for a ViT')
@@ -554,8 +615,8 @@ class MultimodalRoPE(PosEncoding):
         """One :class:`FrameMaskTerm` per layer from per-layer ids ``(depth + 1, A, B, L)``."""
         if ids.dim() != 4 or ids.shape[0] != self.depth + 1:
             raise ValueError(f'scheme {self.scheme!r} has ids per layer: Positions.ids must be (depth + 1, A, B, L) = '
-                             f'({self.depth + 1}, {self.spec.num_axes}, B, L) (each layer, then the visual frame index), '
-                             f'got {tuple(ids.shape)}; fix: build them with the encoding\'s position_ids')
+                             f'({self.depth + 1}, {self.spec.num_axes}, B, L) (each layer, then the visual frame '
+                             f'index), got {tuple(ids.shape)}; fix: build them with the encoding\'s position_ids')
         if self.extrapolation.strategy == 'mspoe':
             raise ValueError(f"scheme {self.scheme!r} (per-layer ids) does not take extrapolation 'mspoe'; fix: use a "
                              'scheme with one id set for all layers')

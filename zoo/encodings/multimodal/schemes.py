@@ -32,6 +32,9 @@ Schemes and their sources:
   from the border ring to the centre, rings merged every ``jump`` layers. The first **per-layer** scheme
   (:attr:`Scheme.per_layer`): its ids depend on the layer, and inside each visual frame the attention follows the
   levels (:func:`zoo.encodings.multimodal.encoding.image_block_mask`); ``docs/pype.md``.
+* ``cope``, ``cope_rope``: CoPE, contextual position encoding (Golovneva et al., "Contextual Position Encoding:
+  Learning to Count What's Important", arXiv:2405.18719): positions counted by gates on ``q . k`` inside the causal
+  attention, a learned table per layer (:attr:`Scheme.contextual`); alone, or on top of 1-D RoPE; ``docs/cope.md``.
 """
 from __future__ import annotations
 
@@ -108,6 +111,8 @@ class Scheme:
             lays the sequence out once per layer (ids ``(depth + 1, A, B, L)``: one slice per layer, then the visual
             frame index of every token, -1 for text) and restricts attention inside each visual frame
             (:func:`zoo.encodings.multimodal.encoding.image_block_mask`).
+        contextual: positions also come from the attention itself (CoPE): the encoding holds a learned table per
+            layer (options ``npos``, ``divide``) and adds the contextual term to the attention logits.
         hf_refusal: why ``zoo.hf.patch_rope_index`` cannot put the scheme into a Hugging Face model (it replaces one
             id set shared by every layer), or ``None`` when it can.
         paper: title and arXiv id.
@@ -122,6 +127,7 @@ class Scheme:
     default_section: Optional[Tuple[int, int, int]] = None
     per_head: bool = False
     per_layer: bool = False
+    contextual: bool = False
     hf_refusal: Optional[str] = None
     paper: str = ''
 
@@ -541,6 +547,39 @@ class PyPE(Scheme):
         return int(opts['official'] and opts['layer'] > 0)
 
 
+class CoPE(Scheme):
+    """CoPE: 1-D ids as ``rope1d`` (text and visual tokens advance by 1), plus contextual positions inside the causal
+    attention (:mod:`zoo.encodings.multimodal.cope`): gates ``sigmoid(q . k / sqrt(d))`` summed back from the query,
+    clamped to ``npos - 1``, and a learned table of ``npos`` embeddings per layer. ``cope`` rotates nothing (CoPE
+    alone); ``cope_rope`` also rotates every pair with 1-D RoPE (the gates then see rotated q and k).
+
+    Options (fixed at construction, they shape the table): ``npos`` (64) and ``divide`` (False: the paper's
+    ``q.k / sqrt(d) + pos_logit``; True: the official default ``(q.k + pos_logit) / sqrt(d)``).
+    """
+    defaults = {'npos': 64, 'divide': False}
+    contextual = True
+    hf_refusal = ("CoPE's positions are computed inside the attention from q . k and a learned table per layer, "
+                  'not given by position ids')
+    paper = ("Contextual Position Encoding: Learning to Count What's Important (Golovneva et al., "
+             'arXiv:2405.18719)')
+
+    def __init__(self, name: str, rotate: bool = False, **defaults: Any):
+        super().__init__(name, **defaults)
+        self.rotate = rotate
+
+    def check_options(self, opts):
+        n = opts['npos']
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f'cope npos (the size of the position table) must be an int >= 2, got {n!r}; fix: e.g. '
+                             'npos=64 (contextual positions clamp at npos - 1)')
+        if not isinstance(opts['divide'], bool):
+            raise ValueError(f'cope divide must be True or False, got {opts["divide"]!r}')
+        return opts
+
+    def pair_axes(self, half, section):
+        return torch.zeros(half, dtype=torch.int64) if self.rotate else torch.full((half,), -1, dtype=torch.int64)
+
+
 class _FrameIndex(Scheme):
     """Internal: every token of visual frame ``f`` of a block at ``s`` gets ``s + f`` (text advances by 1), so equal
     ids of visual tokens of one document mean one frame."""
@@ -582,6 +621,8 @@ register_scheme(V2PE('v2pe'))
 register_scheme(VideoRoPE('videorope'))
 register_scheme(HoPE('hope'))
 register_scheme(PyPE('pype'))
+register_scheme(CoPE('cope'))
+register_scheme(CoPE('cope_rope', rotate=True))
 
 
 def list_schemes() -> List[str]:

@@ -365,8 +365,9 @@ class VideoLLM(nn.Module):
     # --------------------------------------------------------------------------------------------- timm-like api
     @torch.jit.ignore
     def no_weight_decay(self) -> set:
-        """Embedding, norms and biases get no weight decay (timm's optimizer factory skips 1-D params itself)."""
-        return {'decoder.embed.weight'}
+        """Embedding, norms, biases and the encoding's learned tables (CoPE) get no weight decay (timm's optimizer
+        factory skips 1-D params itself)."""
+        return {'decoder.embed.weight'} | {f'decoder.pe.{n}' for n in self.decoder.pe.no_weight_decay()}
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
