@@ -1,14 +1,20 @@
 """CIFAR-10: every RoPE-family encoding x every training-free extrapolation strategy at 1x, 1.5x and 2x the training
-size, two seeds each; writes ``docs/results/extrapolation.md`` (+ ``extrapolation.png``, ``extrapolation_results.csv``).
+size, two seeds each, plus the training-time position options (p-RoPE, randomized positions) on ``rope_mixed`` and
+``alibi``; writes ``docs/results/extrapolation.md`` (+ ``extrapolation.png``, ``extrapolation_results.csv``).
 
     python benchmarks/extrapolation_sweep.py            # from the repository root
+    python benchmarks/extrapolation_sweep.py --dry-run /tmp/xdry   # every row's model trained 1 tiny epoch on a
+                                                        # synthetic folder and evaluated: checks the plan, no numbers
 
 Steps (each a plain ``zoo`` command, logged to ``runs/cifar10/<run>.log`` / ``runs/cifar10/extrapolation.log``):
 
 1. extract ``../shared/data/cifar10-jpg.tar.gz`` to ``data/cifar10`` unless present (as ``cifar10_sweep.py``);
-2. for every RoPE-family config (``configs/cifar10_{rope_axial,rope_mixed,rope_mixed_ape}.yaml``) and seed 0, 1:
-   ``zoo train --config ... --seed S --output runs/cifar10/<pe>_s<S>`` unless finished (the run dirs of
-   ``cifar10_sweep.py``: its checkpoints are reused; strategies are evaluation-time only, so one checkpoint serves all);
+2. for every row of :data:`PLAN` and seed 0, 1: ``zoo train --config ... --seed S --output runs/cifar10/<row>_s<S>``
+   unless finished. The plain RoPE rows are the run dirs of ``cifar10_sweep.py`` (its checkpoints are reused;
+   strategies are evaluation-time only, so one checkpoint serves all); the option rows (p-RoPE, randomized positions)
+   change training, so each is its own run: the same recipe with ``--model-kwargs ... pe_kwargs.<option>=...``
+   (``alibi`` rows: the recipe with ``--model pe_vit_tiny_patch16_alibi_224``; ALiBi takes only the strategy
+   ``none``, its other strategy rows are recorded as not applicable);
 3. one ``zoo eval-resolution --run ... (every run) --sizes 32 48 64 --extrapolation none pi ntk yarn`` sweep into
    ``runs/cifar10/extrapolation/``;
 4. the docs page: per encoding, strategy and size the top-1 of each seed and their mean, the seed spread, and which
@@ -25,7 +31,9 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
+
+import yaml
 
 import pandas as pd
 
@@ -34,6 +42,27 @@ from cifar10_sweep import ROOT, _cpu, _torch_version, extract, log  # noqa: E402
 
 PES = ('rope_axial', 'rope_mixed', 'rope_mixed_ape')
 STRATEGIES = ('none', 'pi', 'ntk', 'yarn')
+
+#: Rows of the table: ``{row: (config pe, model or None = the config's, pe_kwargs)}``; a row is a run directory name
+#: (``<row>_s<seed>``). p-RoPE has no ALiBi row: it zeroes rotary frequencies, and ALiBi has none.
+PLAN: Dict[str, Tuple[str, Optional[str], dict]] = {
+    'rope_axial': ('rope_axial', None, {}),
+    'rope_mixed': ('rope_mixed', None, {}),
+    'rope_mixed_ape': ('rope_mixed_ape', None, {}),
+    'rope_mixed_prope75': ('rope_mixed', None, dict(p_rope=0.75)),
+    'rope_mixed_randpos': ('rope_mixed', None, dict(random_positions='subset')),
+    'alibi': ('ape', 'pe_vit_tiny_patch16_alibi_224', {}),
+    'alibi_randpos': ('ape', 'pe_vit_tiny_patch16_alibi_224', dict(random_positions='subset')),
+}
+#: What each option row adds, for the page.
+OPTION_NOTES = {
+    'rope_mixed_prope75': 'p-RoPE, `p_rope=0.75` (the lowest-frequency quarter of each ladder not rotated; '
+                          'Barbero et al., arXiv:2410.06205)',
+    'rope_mixed_randpos': "randomized positions, `random_positions='subset'` (sorted random subsets of a 2x longer "
+                          'axis in training; Ruoss et al., arXiv:2305.16843)',
+    'alibi': 'ALiBi distance biases (arXiv:2108.12409); the training-free strategies do not apply (`none` only)',
+    'alibi_randpos': "ALiBi with randomized positions, `random_positions='subset'`",
+}
 
 
 def _finished(out: str) -> bool:
@@ -45,17 +74,34 @@ def _finished(out: str) -> bool:
     return ck['epoch'] >= ck['meta']['args']['epochs']
 
 
+def _train_command(args, row: str, seed: int, out: str) -> List[str]:
+    """``zoo train`` for one row and seed: the row's recipe, its model and encoding options."""
+    pe, model, pe_kwargs = PLAN[row]
+    config = f'configs/cifar10_{pe}.yaml'
+    cmd = [sys.executable, '-m', 'zoo.cli', 'train', '--config', config, '--seed', str(seed), '--output', out,
+           '--data-dir', args.data, '--threads', str(args.threads), '--no-progress']
+    if model:
+        cmd += ['--model', model]
+    kwargs = dict(args.model_overrides)
+    if pe_kwargs or kwargs:  # flags replace the config's model_kwargs whole: pass them all
+        with open(os.path.join(ROOT, config)) as f:
+            base = dict(yaml.safe_load(f).get('model_kwargs') or {})
+        base.update(kwargs)
+        cmd += ['--model-kwargs'] + [f'{k}={v}' for k, v in base.items()] + \
+            [f'pe_kwargs.{k}={v}' for k, v in pe_kwargs.items()]
+    return cmd + list(args.train_extra)
+
+
 def train(args, env) -> List[str]:
     runs = []
-    for pe in args.pes:
+    for row in args.pes:
         for seed in args.seeds:
-            out = os.path.join(args.out, f'{pe}_s{seed}')
+            out = os.path.join(args.out, f'{row}_s{seed}')
             if not _finished(out):
-                cmd = [sys.executable, '-m', 'zoo.cli', 'train', '--config', f'configs/cifar10_{pe}.yaml', '--seed',
-                       str(seed), '--output', out, '--data-dir', args.data, '--threads', str(args.threads),
-                       '--no-progress'] + (['--resume'] if os.path.isfile(os.path.join(out, 'checkpoint-last.pth'))
-                                           else ['--overwrite'] if os.path.isdir(out) else [])
-                log(f'train {pe} seed {seed}')
+                cmd = _train_command(args, row, seed, out) + (
+                    ['--resume'] if os.path.isfile(os.path.join(out, 'checkpoint-last.pth'))
+                    else ['--overwrite'] if os.path.isdir(out) else [])
+                log(f'train {row} seed {seed}')
                 with open(out + '.log', 'a') as f:
                     if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode:
                         raise SystemExit(f'training {out} failed; see {out}.log')
@@ -65,10 +111,12 @@ def train(args, env) -> List[str]:
 
 def evaluate(args, runs: List[str], env) -> None:
     cmd = [sys.executable, '-m', 'zoo.cli', 'eval-resolution']
-    for r in runs:
-        cmd += ['--run', r]
+    for r in runs:  # label '<row> seed <s>': the table's row and seed (several rows share an encoding)
+        row, seed = os.path.basename(r).rsplit('_s', 1)
+        cmd += ['--run', r, '--label', f'{row} seed {seed}']
     cmd += ['--data-dir', args.data, '--split', 'test', '--sizes', *map(str, args.sizes), '--max-per-class',
-            str(args.eval_per_class), '--extrapolation', *STRATEGIES, '--batch-size', '250', '--workers', '1',
+            str(args.eval_per_class), '--extrapolation', *STRATEGIES, '--batch-size', str(args.eval_batch),
+            '--workers', '1',
             '--threads', str(args.threads), '--output', args.eval_dir, '--overwrite', '--no-progress']
     log('evaluate: ' + ' '.join(cmd[2:]))
     with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
@@ -77,8 +125,10 @@ def evaluate(args, runs: List[str], env) -> None:
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pe, strategy, size): top-1 of each seed, mean, spread (max - min over seeds)."""
-    df = df.assign(seed=df['base_label'].str.extract(r'seed (\d+)', expand=False).fillna('0').astype(int))
+    """One row per (row of the plan, strategy, size): top-1 of each seed, mean, spread (max - min over seeds). The
+    ``pe`` column of the result is the plan's row (``<row> seed <s>`` labels), not the bare encoding."""
+    df = df.assign(seed=df['base_label'].str.extract(r'seed (\d+)', expand=False).fillna('0').astype(int),
+                   pe=df['base_label'].str.replace(r' seed \d+$', '', regex=True))
     g = df.groupby(['pe', 'extrapolation', 'size', 'train_size'], sort=False)['top1']
     out = g.agg(mean='mean', spread=lambda v: float(v.max() - v.min()), n='count').reset_index()
     seeds = df.pivot_table(index=['pe', 'extrapolation', 'size'], columns='seed', values='top1', sort=False)
@@ -95,6 +145,10 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
             if (part['size'] == part['train_size']).all():
                 continue
             order = part['mean'].sort_values(ascending=False)
+            if len(order) < 2:
+                lines.append(f'- `{pe}` at {size} px: only `{order.index[0]}` applies ({order.iloc[0]:.2f}); compare '
+                             'it with the other rows at this size.')
+                continue
             best, second = order.index[0], order.index[1]
             margin = order.iloc[0] - order.iloc[1]
             noise = 2 * max(part.loc[best, 'spread'], part.loc[second, 'spread'])
@@ -127,7 +181,9 @@ def ramp_shares(args):
         path = os.path.join(args.out, f'{pe}_s{args.seeds[0]}', 'checkpoint-last.pth')
         model, _ = load_model(dict(model=None, checkpoint=path))
         ext = model.pe.extrapolation
-        freqs = model.pe.bands if hasattr(model.pe, 'bands') else model.pe.freqs.detach()
+        if ext is None:  # no rotary frequencies (alibi rows)
+            continue
+        freqs = model.pe.bands if hasattr(model.pe, 'bands') else model.pe.masked_freqs().detach()
         length = max(ext.train_grid)
         r = length * freqs.abs().float() / (2 * math.pi)
         below &= bool((r < ext.alpha).all())
@@ -145,6 +201,8 @@ def write_docs(args, wall_s: float) -> None:
         res = json.load(f)
     df = pd.DataFrame(res['results'])
     df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
+    if 'not_applicable' in df:
+        df = df[~df['not_applicable'].apply(lambda e: isinstance(e, str) and bool(e))]
     summary = summarise(df)
     os.makedirs(args.docs, exist_ok=True)
     shutil.copyfile(os.path.join(args.eval_dir, 'extrapolation.png'), os.path.join(args.docs, 'extrapolation.png'))
@@ -178,8 +236,12 @@ def write_docs(args, wall_s: float) -> None:
                     mean = f'**{mean}**'
                 cells.append(f'{mean} ({", ".join(f"{r[c]:.2f}" for c in seeds)})')
             lines.append(f'| {pe} | {strategy} | ' + ' | '.join(cells) + ' |')
+    options = [f'- `{row}`: {OPTION_NOTES[row]}.' for row in args.pes if row in OPTION_NOTES]
     lines += ['', 'Bold: best mean per encoding and size above the training size. At 32 px (the training grid) every '
-              'strategy is the identity, so its four rows agree exactly (a check of the implementation).', '',
+              'strategy is the identity, so its four rows agree exactly (a check of the implementation).', '']
+    lines += (['Rows with training-time position options (each its own training run, same recipe and seeds; the '
+               'strategies are applied on top at evaluation):', ''] + options + [''] if options else [])
+    lines += [
               '![top-1 per strategy](extrapolation.png)', '',
               '## Which strategy wins', '',
               'Rule: seed spread = |seed 0 - seed 1| of one (encoding, strategy, size). The best mean wins beyond '
@@ -215,6 +277,28 @@ def write_docs(args, wall_s: float) -> None:
     log(f'wrote {args.docs}/extrapolation.md')
 
 
+def dry_run_settings(args) -> None:
+    """Point every path of ``args`` into ``args.dry_run``, write a synthetic folder there, and shrink the work."""
+    import numpy as np
+    from PIL import Image
+    root = os.path.abspath(args.dry_run)
+    args.data, args.out = os.path.join(root, 'data'), os.path.join(root, 'runs')
+    args.eval_dir, args.docs = os.path.join(root, 'runs', 'extrapolation'), os.path.join(root, 'docs')
+    args.seeds, args.sizes, args.eval_per_class, args.eval_batch = args.seeds[:1], [32, 48], 2, 8
+    args.model_overrides = dict(depth=1)
+    args.train_extra = ['--epochs', '1', '--batch-size', '8', '--max-train-per-class', '4', '--max-val-per-class',
+                        '2', '--workers', '0']
+    rng = np.random.default_rng(0)
+    for split in ('train', 'test'):
+        for c in range(10):
+            folder = os.path.join(args.data, split, f'class{c}')
+            os.makedirs(folder, exist_ok=True)
+            for i in range(4):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
+                    os.path.join(folder, f'{i}.jpg'))
+    os.makedirs(args.out, exist_ok=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -223,17 +307,24 @@ def main() -> None:
     p.add_argument('--out', default='runs/cifar10', help='run dirs (shared with cifar10_sweep.py)')
     p.add_argument('--eval-dir', default='runs/cifar10/extrapolation')
     p.add_argument('--docs', default='docs/results')
-    p.add_argument('--pes', nargs='+', default=list(PES))
+    p.add_argument('--pes', nargs='+', default=list(PLAN), choices=list(PLAN), metavar='ROW',
+                   help=f'rows of the plan: {", ".join(PLAN)}')
     p.add_argument('--seeds', type=int, nargs='+', default=[0, 1])
     p.add_argument('--sizes', type=int, nargs='+', default=[32, 48, 64])
     p.add_argument('--eval-per-class', type=int, default=500)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--docs-only', action='store_true', help='only rewrite the page from the saved results')
+    p.add_argument('--dry-run', metavar='DIR', help='check the plan: every row trained one tiny epoch (depth 1) on a '
+                   'synthetic 10-class folder under DIR and evaluated at 32 and 48 px, one seed; the page goes to DIR')
     args = p.parse_args()
     os.chdir(ROOT)
+    args.model_overrides, args.train_extra, args.eval_batch = {}, [], 250
+    if args.dry_run:
+        dry_run_settings(args)
     t0 = time.time()
     if not args.docs_only:
-        extract(args.tarball, args.data)
+        if not args.dry_run:
+            extract(args.tarball, args.data)
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONUNBUFFERED='1')
         runs = train(args, env)
         t0 = time.time()
