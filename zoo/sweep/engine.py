@@ -172,11 +172,12 @@ class Sweep:
     def _fingerprint_all(self) -> Dict[str, Any]:
         """Checkpoint files (size, SHA-256, mtime) and input fingerprints, by real path; computed once per sweep."""
         if self._fingerprints is None:
-            files: Dict[str, Any] = {}
+            files: Dict[str, Any] = {}  # the path as given -> (real path, fingerprint)
             for m in self.models:
                 path = m.info.get('checkpoint')
-                if isinstance(path, str) and os.path.isfile(path) and _real(path) not in files:
-                    files[_real(path)] = file_fingerprint(path)
+                if isinstance(path, str) and os.path.isfile(path) and path not in files:
+                    same = next((fp for real, fp in files.values() if real == _real(path)), None)
+                    files[path] = (_real(path), same or file_fingerprint(path))
             inputs = {}
             for path in self.inputs:
                 real = _real(path)
@@ -192,14 +193,11 @@ class Sweep:
         models = []
         for m in self.models:
             entry = {k: m.info.get(k) for k in PLAN_INFO_KEYS} | {'label': m.label}
-            path = entry['checkpoint']
-            if isinstance(path, str) and os.path.exists(path):
-                entry['checkpoint'] = _real(path)
-                entry['checkpoint_file'] = prints['checkpoints'].get(_real(path))
+            if entry['checkpoint'] in prints['checkpoints']:  # a file (not 'pretrained')
+                entry['checkpoint'], entry['checkpoint_file'] = prints['checkpoints'][entry['checkpoint']]
             models.append(entry)
         cells = [[self.models[i].label, {k: c[k] for k in sorted(c)}] for i, c in self.plan]
-        protocol = {k: (_real(v) if k.endswith(('_root', '_dir', '_file', '_map')) and isinstance(v, str)
-                        and os.path.exists(v) else v)
+        protocol = {k: _real(v) if k.endswith(('_root', '_dir')) and isinstance(v, str) and os.path.exists(v) else v
                     for k, v in self.protocol.items() if k not in self.volatile}
         return json.loads(json.dumps(dict(command=self.command, models=models, cells=cells, protocol=protocol,
                                           inputs=prints['inputs']), default=str))
