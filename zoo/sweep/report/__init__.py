@@ -2,9 +2,10 @@
 ``manifest.json``) written as one update, read back for ``--resume`` and replotting, and the tables, plots and pages.
 
 One update writes every file to a temporary name first, then renames them onto their names (``results.json``
-first, so a kill after any rename leaves whole rows to resume from) and replaces ``manifest.json`` last. The manifest names every file of the set with its size and SHA-256, so
-:func:`read_result_set` (and any reader) can tell a consistent set from one that a kill cut between two renames; the
-next update (``--resume``) rewrites the whole set.
+first, so a kill after any rename leaves whole rows to resume from) and replaces ``manifest.json`` last. The
+manifest names every file of the set with its size and SHA-256, so :func:`read_result_set` (and any reader) can tell
+a consistent set from one that a kill cut between two renames; the next update (``--resume``) rewrites the whole
+set.
 """
 from __future__ import annotations
 
