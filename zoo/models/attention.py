@@ -171,8 +171,10 @@ class Attention(nn.Module):
         elif not explicit:
             bias = term.bias(q, k, self.scale) if term is not None else None
             mask, causal = build_attn_mask(bias, attn_mask, is_causal, N, k.shape[-2], q.dtype, q.device)
+            # a term may widen q and k (Vista's split channels): keep the logit scale of the head dim
+            wide = None if q.shape[-1] == hd else self.scale
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                               dropout_p=self.attn_drop.p if self.training else 0.)
+                                               dropout_p=self.attn_drop.p if self.training else 0., scale=wide)
         else:
             x = self._explicit(q, k, v, term, attn_mask, is_causal)
         if term is not None:
@@ -218,7 +220,8 @@ class Attention(nn.Module):
             bias = term.bias_rows(qb, k, self.scale, offset + start, offset + stop)
             mask, causal = build_attn_mask(bias, attn_mask, is_causal, stop - start, n_keys, q.dtype, q.device,
                                            query_offset=offset + start)
-            out.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, is_causal=causal, dropout_p=drop))
+            out.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, is_causal=causal, dropout_p=drop,
+                                                      scale=None if q.shape[-1] == self.head_dim else self.scale))
         return torch.cat(out, dim=2)
 
 
