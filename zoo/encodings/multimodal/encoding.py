@@ -25,7 +25,7 @@ from .cope import cope_bias
 from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
-__all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
+__all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'VistaTerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
            'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
@@ -378,6 +378,33 @@ class CoPETerm(RotaryTerm):
                          query if query is not None and query.shape == q.shape else None).to(q.dtype)
 
 
+class VistaTerm(RotaryTerm):
+    """Vista-LLaMA's attention in one SDPA call: q and k are widened to four blocks of channels,
+
+    ``q' = [R q * t, R q * v, q * t, q * v]`` and ``k' = [R k * t, R k * v, k * v, k * t]``
+
+    (``R``: the rotation, ``t`` / ``v``: 1 for a text / visual token), so ``q'_i . k'_j`` is ``(R q_i) . (R k_j)`` for
+    two tokens of the same modality and ``q_i . k_j`` across modalities. The attention keeps the head dim's logit
+    scale; the KV cache holds the widened keys (4x the key memory; values are unchanged).
+
+    Args:
+        sin, cos: as :class:`RotaryTerm` (``half`` layout).
+        visual: ``(B, L)`` bool, True for visual tokens of this call's tokens.
+    """
+
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, visual: torch.Tensor):
+        super().__init__(sin, cos, LAYOUT)
+        self.visual = visual
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        qr, kr = super().rotate(q, k)
+        vq = self.visual[:, -q.shape[-2]:].to(q.device, q.dtype)[:, None, :, None]
+        vk = self.visual[:, -k.shape[-2]:].to(k.device, k.dtype)[:, None, :, None]
+        q2 = torch.cat([qr * (1 - vq), qr * vq, q * (1 - vq), q * vq], dim=-1)
+        k2 = torch.cat([kr * (1 - vk), kr * vk, k * vk, k * (1 - vk)], dim=-1)
+        return q2, k2
+
+
 @register_pos_encoding('multimodal_rope')
 class MultimodalRoPE(PosEncoding):
     """Multimodal RoPE for video-LLM decoders (and any backbone): one scheme's frequency allocation applied to
@@ -587,18 +614,21 @@ class MultimodalRoPE(PosEncoding):
                                  f'({", ".join(self.spec.axis_names)}) for scheme {self.scheme!r}, got shape '
                                  f'{tuple(ids.shape)}; fix: build them with get_position_ids({self.scheme!r}, ...)')
             if self.extrapolation.strategy == 'mspoe':
-                if self.spec.contextual:
-                    raise ValueError(f"scheme {self.scheme!r} (CoPE) does not take extrapolation 'mspoe'; fix: use "
-                                     'rope1d or another rotary scheme')
+                if self.spec.contextual or self.spec.split_modalities:
+                    raise ValueError(f"scheme {self.scheme!r} does not take extrapolation 'mspoe' (its attention "
+                                     'term is more than a rotation); fix: use rope1d or another rotary scheme')
                 return self._mspoe_terms(ids, pos.attn_mask, device)
             term = self.term(ids, device)
+            if self.spec.split_modalities:
+                visual = (ids[1] < 0) if ids.shape[0] > 1 else torch.zeros_like(ids[0], dtype=torch.bool)
+                return [VistaTerm(term.sin, term.cos, visual.to(device))] * self.depth
             if self.spec.contextual:
                 divide = self.spec.options(self.scheme_options)['divide']
                 return [CoPETerm(term.sin, term.cos, self.cope_pos_emb[i], divide, pos.attn_mask)
                         for i in range(self.depth)]
         elif pos.grid is not None:
-            if self.spec.contextual:
-                raise ValueError(f'scheme {self.scheme!r} (CoPE) counts positions inside causal attention and needs '
+            if self.spec.contextual or self.spec.split_modalities:
+                raise ValueError(f'scheme {self.scheme!r} works inside the attention of a token sequence and needs '
                                  'explicit position ids (the video-LLM decoder), not a patch grid')
             if self.extrapolation.strategy == 'mspoe':
                 raise ValueError("multimodal_rope: extrapolation 'mspoe' needs explicit position ids (the video-LLM "

@@ -35,6 +35,9 @@ Schemes and their sources:
 * ``cope``, ``cope_rope``: CoPE, contextual position encoding (Golovneva et al., "Contextual Position Encoding:
   Learning to Count What's Important", arXiv:2405.18719): positions counted by gates on ``q . k`` inside the causal
   attention, a learned table per layer (:attr:`Scheme.contextual`); alone, or on top of 1-D RoPE; ``docs/cope.md``.
+* ``vista``: Vista-LLaMA's equal distance to visual tokens (Ma et al., "Vista-LLaMA: Reducing Hallucination in Video
+  Language Models via Equal Distance to Visual Tokens", arXiv:2312.08870): 1-D RoPE within each modality, no
+  rotation between a visual and a text token (:attr:`Scheme.split_modalities`); ``docs/vista.md``.
 """
 from __future__ import annotations
 
@@ -113,6 +116,9 @@ class Scheme:
             (:func:`zoo.encodings.multimodal.encoding.image_block_mask`).
         contextual: positions also come from the attention itself (CoPE): the encoding holds a learned table per
             layer (options ``npos``, ``divide``) and adds the contextual term to the attention logits.
+        split_modalities: rotation only between tokens of the same modality (Vista-LLaMA): the second id axis holds
+            -1 on visual tokens, and the attention gets split q/k channels
+            (:class:`zoo.encodings.multimodal.encoding.VistaTerm`).
         hf_refusal: why ``zoo.hf.patch_rope_index`` cannot put the scheme into a Hugging Face model (it replaces one
             id set shared by every layer), or ``None`` when it can.
         paper: title and arXiv id.
@@ -128,6 +134,7 @@ class Scheme:
     per_head: bool = False
     per_layer: bool = False
     contextual: bool = False
+    split_modalities: bool = False
     hf_refusal: Optional[str] = None
     paper: str = ''
 
@@ -580,6 +587,24 @@ class CoPE(Scheme):
         return torch.zeros(half, dtype=torch.int64) if self.rotate else torch.full((half,), -1, dtype=torch.int64)
 
 
+class Vista(Scheme):
+    """Vista-LLaMA: 1-D positions as ``rope1d`` (axis ``pos``); the attention logit of a query and a key of the same
+    modality is the rotated ``q . k``, of a visual and a text token the un-rotated ``q . k`` (equal distance: a text
+    token sees every visual token as if at distance 0, however long the text grows). The second axis ``text`` is the
+    position on text tokens and -1 on visual tokens; it marks the modality for the attention and is never rotated.
+    """
+    axis_names = ('pos', 'text')
+    split_modalities = True
+    hf_refusal = ('Vista removes the rotation between visual and text tokens inside the attention, which a position '
+                  'id set cannot express')
+    paper = ('Vista-LLaMA: Reducing Hallucination in Video Language Models via Equal Distance to Visual Tokens (Ma et '
+             'al., arXiv:2312.08870)')
+
+    def visual(self, opts, s, b):
+        pos = s + torch.arange(b.n, dtype=torch.int64)
+        return torch.stack([pos, torch.full_like(pos, -1)])
+
+
 class _FrameIndex(Scheme):
     """Internal: every token of visual frame ``f`` of a block at ``s`` gets ``s + f`` (text advances by 1), so equal
     ids of visual tokens of one document mean one frame."""
@@ -623,6 +648,7 @@ register_scheme(HoPE('hope'))
 register_scheme(PyPE('pype'))
 register_scheme(CoPE('cope'))
 register_scheme(CoPE('cope_rope', rotate=True))
+register_scheme(Vista('vista'))
 
 
 def list_schemes() -> List[str]:
