@@ -77,7 +77,8 @@ class VideoLLM(nn.Module):
 
     Args:
         scheme: a scheme of :func:`zoo.encodings.multimodal_rope.list_schemes` (``rope1d``, ``mrope``,
-            ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``, ``pype``, ``cope``, ``cope_rope``, ``vista``).
+            ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``, ``pype``,
+            ``cope``, ``cope_rope``, ``vista``).
         vision_tower: a timm model name (any zoo ``pe_vit_*`` / ``pe_video_vit_*``, timm ViT or CNN) or a module.
         tower_kwargs: constructor options of the tower (``img_size``, ``patch_size``, ``embed_dim`` ...).
         temporal_patch_size: frames per temporal patch of an image tower (default 2); a video tower uses its tubelet.
