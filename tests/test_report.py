@@ -77,10 +77,13 @@ def test_replot_from_markdown_table_and_csv(tmp_path):
         rows_from_markdown(str(tmp_path / 'empty.md'))
 
 
-def test_replot_missing_file_and_other_sweeps(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        replot([str(tmp_path / 'none.csv'), '--png', str(tmp_path / 'a.png')])
-    assert e.value.code == 2 and 'does not exist' in capsys.readouterr().err
+def test_replot_missing_file_and_other_sweeps(tmp_path):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, '-m', 'zoo.sweep.report', str(tmp_path / 'none.csv'), '--png',
+                           str(tmp_path / 'a.png')], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert "none.csv' does not exist" in proc.stderr
     video = pd.DataFrame([dict(label=lab, model='pe_vlm_tiny_mrope', frames=t, size=32, train_size=32, train_frames=4,
                                acc=40.0 + t, chance=25.0, n=8, error='') for lab in ('mrope', 'vrope')
                           for t in (2, 4, 8)])
@@ -93,6 +96,7 @@ def test_replot_missing_file_and_other_sweeps(tmp_path, capsys):
     out = replot([str(tmp_path / 'frames.csv'), '--png', str(tmp_path / 'f.png'), '--heatmap', str(tmp_path / 'h.png')])
     assert set(out) == {'png', 'heatmap'} and os.path.getsize(tmp_path / 'h.png') > 1000
     (tmp_path / 'bad.json').write_text('{"results": [')
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="bad.json' is not readable sweep results"):
         replot([str(tmp_path / 'bad.json'), '--png', str(tmp_path / 'b.png')])
-    assert 'not readable sweep results' in capsys.readouterr().err
+    with pytest.raises(ValueError, match='eval-video rows, which have no heatmap'):
+        replot([str(tmp_path / 'video.csv'), '--png', str(tmp_path / 'v.png'), '--heatmap', str(tmp_path / 'x.png')])

@@ -250,8 +250,8 @@ def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
     (eval-video) as ``--png``.
 
     Raises:
-        SystemExit: (status 2, one line) a missing or unreadable file, rows of no sweep, or an option the rows'
-            sweep has no plot for.
+        ValueError: a missing or unreadable file, rows of no sweep, or an option the rows' sweep has no plot for
+            (``python -m zoo.sweep.report`` prints it as one line, status 2).
     """
     p = argparse.ArgumentParser(prog='python -m zoo.sweep.report',
                                 description=' '.join(replot.__doc__.split('\n\n')[0].split()))
@@ -264,7 +264,8 @@ def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
     p.add_argument('--title', default=None, help='plot title (default: the kind of sweep)')
     args = p.parse_args(argv)
     if not os.path.isfile(args.results):
-        p.error(f'{args.results!r} does not exist (or is not a file); pass a sweep\'s results.csv or results.json')
+        raise ValueError(f'{args.results!r} does not exist (or is not a file); pass a sweep\'s results.csv or '
+                         'results.json')
     try:
         if args.results.endswith('.json'):
             with open(args.results, encoding='utf-8') as f:
@@ -277,29 +278,31 @@ def replot(argv: Optional[Sequence[str]] = None) -> Dict[str, str]:
         else:
             df = pd.DataFrame(rows_from_markdown(args.results))
     except (OSError, ValueError, pd.errors.ParserError) as e:
-        p.error(f'{args.results!r} is not readable sweep results ({type(e).__name__}: {" ".join(str(e).split())})')
+        raise ValueError(f'{args.results!r} is not readable sweep results ({type(e).__name__}: '
+                         f'{" ".join(str(e).split())})') from None
     if 'error' in df:
         df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
     kind = 'video' if 'acc' in df else 'frames' if {'frames', 'top1'} <= set(df) else 'resolution' \
         if {'size', 'top1'} <= set(df) else None
     if kind is None or not len(df) or 'label' not in df:
-        p.error(f'{args.results!r} holds no successful rows of a zoo sweep (columns {sorted(df)[:8]}); pass the '
-                'results.csv or results.json of zoo eval-resolution, eval-frames or eval-video')
+        raise ValueError(f'{args.results!r} holds no successful rows of a zoo sweep (columns {sorted(df)[:8]}); pass '
+                         'the results.csv or results.json of zoo eval-resolution, eval-frames or eval-video')
     title = args.title or dict(resolution='Zero-shot resolution sweep', frames='Zero-shot frames / size sweep',
                                video='Video QA accuracy')[kind]
     if kind != 'resolution' and args.strategies:
-        p.error(f'--strategies plots an eval-resolution sweep; {args.results!r} holds eval-{kind} rows')
+        raise ValueError(f'--strategies plots an eval-resolution sweep; {args.results!r} holds eval-{kind} rows')
     out = dict(png=args.png)
     if kind == 'video':
         if args.heatmap:
-            p.error(f'--heatmap: {args.results!r} holds eval-video rows, which have no heatmap; drop --heatmap')
+            raise ValueError(f'--heatmap: {args.results!r} holds eval-video rows, which have no heatmap; drop '
+                             '--heatmap')
         plot_accuracy(df, args.png, title)
     elif kind == 'frames':
         plot_frames_scaling(df, args.png, title)
         if args.heatmap:
             if df['label'].nunique() != 1:
-                p.error(f'--heatmap: {args.results!r} holds {df["label"].nunique()} models; a frames x size heatmap '
-                        'shows one (the sweep\'s report has one per model)')
+                raise ValueError(f'--heatmap: {args.results!r} holds {df["label"].nunique()} models; a frames x size '
+                                 'heatmap shows one (the sweep\'s report has one per model)')
             plot_grid_heatmap(df, args.heatmap, f'{df["label"].iloc[0]}: zero-shot top-1')
             out['heatmap'] = args.heatmap
     else:

@@ -6,7 +6,7 @@ from zoo.sweep.report import replot
 
 try:
     written = replot()
-except ZooError as e:  # a file that cannot be written (read-only folder, full disk): one line
+except (ValueError, ZooError) as e:  # a missing or unreadable file, an unwritable plot: one line, status 2
     print(f'python -m zoo.sweep.report: error: {" ".join(str(e).split())}', file=sys.stderr)
     sys.exit(2)
 for _name, _path in written.items():
