@@ -183,3 +183,14 @@ def test_image_checkpoint_inflates_to_the_video_model():
     torch.testing.assert_close(frames[0], image.pe.base.pos_embed[0, 1:])
     torch.testing.assert_close(frames[1], frames[0])
     assert video(torch.randn(1, 3, 4, 32, 32)).shape == (1, 3)
+
+
+@pytest.mark.parametrize('kind', ['ape_lape', 'st_ape_lape', 'sincos3d_lape', 'fourier_lape'])
+def test_video_models_train(kind):
+    """The registered video models: forward, backward, every LaPE parameter gets a finite gradient."""
+    torch.manual_seed(0)
+    model = timm.create_model(f'pe_video_vit_tiny_patch16_{kind}_224', img_size=32, patch_size=8, embed_dim=32,
+                              depth=2, num_heads=2, num_frames=4, num_classes=3)
+    model(torch.randn(2, 3, 4, 32, 32)).sum().backward()
+    missing = [n for n, p in model.pe.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing, missing
