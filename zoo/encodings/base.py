@@ -7,7 +7,8 @@ four contributions (hooks):
   the full grid, before any token subset is taken, so additive encodings never see a subset.
 * ``mix(x, pos, block_idx)``: a token mixer after a block (CPVT's PEG). It needs the full grid.
 * ``attn_terms(pos, dtype, device)``: one :class:`AttnTerm` (or ``None``) per layer, computed once per forward and
-  shared by the layers that need the same one. A term may rotate q and k (RoPE family, ComRoPE, LieRE, multimodal
+  shared by the layers that need the same one. A term may transform the layer's input tokens before the q/k/v
+  projection (LaPE), rotate q and k (RoPE family, ComRoPE, LieRE, multimodal
   schemes), transform v before attention and the output after it (GTA), add an additive attention bias that can
   depend on q and k (iRPE bias / contextual, the distance biases; per block of queries at large sizes), multiply
   the post-softmax weights (URPE), and add a value term computed from the attention weights (iRPE on v).
@@ -45,7 +46,7 @@ from .checkpoint import CHECKPOINT_LAYOUTS, append_time_part
 from .extrapolation import STRATEGIES, Extrapolation
 from .registry import get_pos_encoding_class, list_pos_encodings, pos_encoding_name
 
-__all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices']
+__all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices', 'pe_aux_loss']
 
 
 def check_keep_indices(keep_indices: torch.Tensor, batch_size: int, num_patches: int) -> None:
@@ -467,3 +468,30 @@ class PosEncoding(nn.Module):
     def no_weight_decay(self) -> set:
         """Names of parameters (relative to this module) that must not get weight decay."""
         return set()
+
+    def aux_loss(self) -> Optional[torch.Tensor]:
+        """The encoding's own regulariser, a scalar tensor the training loop may add to the loss (SeqPE's contrastive
+        and distillation losses), or ``None`` when it has none. The default sums its child encodings' (an optional
+        ``ape``). See :func:`pe_aux_loss`."""
+        total = None
+        for child in self.children():
+            if isinstance(child, PosEncoding):
+                loss = child.aux_loss()
+                if loss is not None:
+                    total = loss if total is None else total + loss
+        return total
+
+
+def pe_aux_loss(model: nn.Module) -> Optional[torch.Tensor]:
+    """The sum of :meth:`PosEncoding.aux_loss` over every encoding in ``model`` (outermost encodings only; each
+    sums its child encodings'), or ``None`` when none has a regulariser."""
+    total = None
+    encodings = [m for m in model.modules() if isinstance(m, PosEncoding)]
+    inner = {id(c) for e in encodings for c in e.modules() if c is not e}
+    for enc in encodings:
+        if id(enc) in inner:
+            continue
+        loss = enc.aux_loss()
+        if loss is not None:
+            total = loss if total is None else total + loss
+    return total
