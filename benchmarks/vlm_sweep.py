@@ -218,9 +218,21 @@ def collect(args):
         m = read_metrics(os.path.join(args.out, name))
         if m:
             curves[f'{scheme} (seed {seed})'] = dict(metrics=m, done=done(os.path.join(args.out, name)),
-                                                    minutes=_minutes(os.path.join(args.out, name) + '.log'))
+                                                    minutes=_minutes(os.path.join(args.out, name) + '.log'),
+                                                    letters=_last_letters(os.path.join(args.out, name)))
     df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     return df, pd.DataFrame(preds), curves
+
+
+def _last_letters(run: str) -> str:
+    """The last epoch's training accuracy per right letter from ``train_classes.csv`` (``A 37 / B 63 / ...``)."""
+    path = os.path.join(run, 'train_classes.csv')
+    if not os.path.isfile(path):
+        return ''
+    import pandas as pd
+    tc = pd.read_csv(path)
+    last = tc[tc['epoch'] == tc['epoch'].max()]
+    return ' / '.join(f'{r.outcome} {r.top1:.0f}' for r in last.itertuples())
 
 
 def _config() -> Dict:
@@ -318,11 +330,12 @@ def write_docs(args) -> None:
     md += ['## Runs', '',
            f'| run | finished | accuracy at {TRAIN_FRAMES} frames (%) | most frequent letter (share %) | left the '
            f'plateau (first epoch with train accuracy >= {hold:.1f} %) | final train accuracy / top-letter share (%) '
-           '| training minutes | verdict |', '|---|---|---|---|---|---|---|---|']
+           '| final train accuracy per right letter (%) | training minutes | verdict |',
+           '|---|---|---|---|---|---|---|---|---|']
     for label in planned:
         c = curves.get(label)
         if c is None:
-            md.append(f'| {label} | not started | | | | | | |')
+            md.append(f'| {label} | not started | | | | | | | |')
             continue
         m = c['metrics']
         exit_ep = next((int(r['epoch']) for r in m if r['train_top1'] >= hold), None)
@@ -331,7 +344,8 @@ def write_docs(args) -> None:
         md.append(f'| {label} | {state} | '
                   + (f'{v["acc"]:.1f} | ({v["letter"]}) {v["share"]:.1f} | ' if v else '| | ')
                   + (f'epoch {exit_ep} (update {exit_ep * upe})' if exit_ep else 'not yet') + ' | '
-                  + f'{m[-1]["train_top1"]:.1f} / {m[-1]["train_top_share"]:.1f} | {c["minutes"]:.1f} | '
+                  + f'{m[-1]["train_top1"]:.1f} / {m[-1]["train_top_share"]:.1f} | {c["letters"]} | '
+                  + f'{c["minutes"]:.1f} | '
                   + ('**learned**' if v and v['learned'] else 'not learned' if v else 'training') + ' |')
     md += ['', '![training curves](video_qa_curves.png)', '']
     not_learned = [lb for lb in finished if not verdict[lb]['learned']]

@@ -77,5 +77,5 @@ def test_partial_page_names_the_missing_runs_and_the_resume_command(tmp_path):
     md = open(os.path.join(docs, 'video_qa.md')).read()
     assert md.count('**Partial**: 1 of 3 planned runs') == 1 and sweep.RESUME_CMD in md
     assert 'Not yet in: mrope (seed 1), videorope (seed 0).' in md
-    assert '| videorope (seed 0) | not started |' in md
+    assert '| videorope (seed 0) | not started | | | | | | | |' in md
     assert 'only 1 learned scheme (mrope): nothing to compare.' in md
