@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .schemes import IMAGE, MODALITY_NAME, TEXT, VIDEO, Block, Scheme, get_scheme
+from .schemes import IMAGE, MODALITY_NAME, TEXT, VIDEO, Block, Scheme, get_scheme, list_schemes
 
 __all__ = ['PAD_POSITION_ID', 'QWEN_TOKEN_IDS', 'scheme_num_axes', 'scheme_axis_names', 'get_position_ids',
            'get_layout_position_ids', 'layout_to_inputs', 'decode_position_ids', 'training_options']
@@ -319,7 +319,21 @@ def _segment_grid(seg: Mapping[str, Any], i: int) -> Tuple[int, int, int, int]:
     n = t * h * w
     if 'num_tiles' in seg:  # InternVL: num_tiles * 256 context tokens (h, w only count tokens)
         n = int(seg['num_tiles']) * h * w
+    if 'tiles' in seg:  # AnyRes tiles [cols, rows] of h x w tokens, then the thumbnail when there are several
+        cols, rows = _tile_grid(seg, i)
+        n = (cols * rows + (cols * rows > 1)) * h * w
     return t, h, w, n
+
+
+def _tile_grid(seg: Mapping[str, Any], i: int) -> Tuple[int, int]:
+    try:
+        cols, rows = (int(x) for x in seg['tiles'])
+    except (TypeError, ValueError):
+        raise ValueError(f'segment #{i}: tiles must be [cols, rows], got {seg["tiles"]!r}') from None
+    if seg.get('type') != 'image' or cols < 1 or rows < 1:
+        raise ValueError(f'segment #{i}: tiles [cols, rows] (positive) belong to an image, got {seg["tiles"]!r} on '
+                         f'a {seg.get("type")!r} segment')
+    return cols, rows
 
 
 def layout_blocks(segments: Sequence[Mapping[str, Any]], style: str, markers: bool,
@@ -355,7 +369,10 @@ def layout_blocks(segments: Sequence[Mapping[str, Any]], style: str, markers: bo
                 text(timestamp_tokens_per_frame, 'timestamp')
             if markers:
                 text(1, start)
-            blocks.append(Block(mod, fn, 1, 1, fn, sec) if 'num_tiles' in seg else Block(mod, fn, ft, h, w, sec))
+            if 'tiles' in seg:
+                blocks.append(Block(mod, fn, 1, h, w, sec, _tile_grid(seg, i)))
+            else:
+                blocks.append(Block(mod, fn, 1, 1, fn, sec) if 'num_tiles' in seg else Block(mod, fn, ft, h, w, sec))
             types.extend([vis] * fn)
             if markers:
                 text(1, end)
@@ -376,7 +393,9 @@ def get_layout_position_ids(
     Segments (LLM-side, i.e. already merged, grids):
 
     * ``{"type": "text", "len": n}``
-    * ``{"type": "image", "t": 1, "h": H, "w": W}`` (optional ``"num_tiles"``: InternVL, ``num_tiles*h*w`` tokens)
+    * ``{"type": "image", "t": 1, "h": H, "w": W}`` (optional ``"num_tiles"``: InternVL, ``num_tiles*h*w`` tokens;
+      or ``"tiles": [cols, rows]``: an AnyRes grid of ``h x w``-token tiles in crop order, then the thumbnail when
+      ``cols * rows > 1``, for schemes that take tiles: ``rope_dhr``)
     * ``{"type": "video", "t": T, "h": H, "w": W, "second_per_grid_t": s}`` (``second_per_grid_t`` optional)
 
     The token sequence is built as the family's prompt would be (``style``): ``"qwen2"`` wraps every visual block
@@ -407,6 +426,10 @@ def get_layout_position_ids(
         style = spec.layout_style(segments)
     spec.check_layout(opts, style)
     blocks, _ = layout_blocks(segments, style, markers, timestamp_tokens_per_frame)
+    if not spec.takes_tiles and any(b.tiles is not None for b in blocks):
+        takers = [n for n in list_schemes() if get_scheme(n).takes_tiles]
+        raise ValueError(f'scheme {spec.name!r} cannot lay out tiled images (segments with "tiles"); fix: use one of '
+                         f'{takers}, or pass each tile grid as its own image')
     pos, nxt = _assemble(spec, opts, blocks)
     dtype = torch.float32 if spec.float_positions else torch.int64
     ddtype = torch.float32 if spec.float_deltas else torch.int64

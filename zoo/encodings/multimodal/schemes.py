@@ -35,6 +35,9 @@ Schemes and their sources:
 * ``cope``, ``cope_rope``: CoPE, contextual position encoding (Golovneva et al., "Contextual Position Encoding:
   Learning to Count What's Important", arXiv:2405.18719): positions counted by gates on ``q . k`` inside the causal
   attention, a learned table per layer (:attr:`Scheme.contextual`); alone, or on top of 1-D RoPE; ``docs/cope.md``.
+* ``rope_dhr``: RoPE-DHR of CoMemo (Liu et al., "CoMemo: LVLMs Need Image Context with Image Memory",
+  arXiv:2506.06279): every token of a high-resolution tile takes the position of the thumbnail token it lies on, so a
+  tiled image occupies the thumbnail's positions only (:attr:`Scheme.takes_tiles`); ``docs/rope_dhr.md``.
 * ``vista``: Vista-LLaMA's equal distance to visual tokens (Ma et al., "Vista-LLaMA: Reducing Hallucination in Video
   Language Models via Equal Distance to Visual Tokens", arXiv:2312.08870): 1-D RoPE within each modality, no
   rotation between a visual and a text token (:attr:`Scheme.split_modalities`); ``docs/vista.md``.
@@ -64,13 +67,17 @@ HOPE_GAMMAS = (0.5, 0.75, 1.0, 1.25, 1.5)
 
 @dataclass(frozen=True)
 class Block:
-    """A run of tokens: text (``n`` tokens) or one visual grid (``t*h*w`` tokens, merged LLM-side grid)."""
+    """A run of tokens: text (``n`` tokens) or one visual grid (``t*h*w`` tokens, merged LLM-side grid).
+
+    ``tiles = (cols, rows)``: a tiled image (InternVL / CoMemo AnyRes): ``cols * rows`` tiles of ``h x w`` tokens in
+    crop order (row-major), then, when there is more than one tile, the ``h x w`` thumbnail of the whole image."""
     modality: int
     n: int
     t: int = 1
     h: int = 1
     w: int = 1
     second_per_grid_t: Optional[float] = None
+    tiles: Optional[Tuple[int, int]] = None
 
 
 def frame_row_col(b: Block) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -119,6 +126,9 @@ class Scheme:
         split_modalities: rotation only between tokens of the same modality (Vista-LLaMA): the second id axis holds
             -1 on visual tokens, and the attention gets split q/k channels
             (:class:`zoo.encodings.multimodal.encoding.VistaTerm`).
+        takes_tiles: visual blocks may be tiled images (``Block.tiles``); the other schemes refuse a tiled layout.
+        in_video_llm: the scheme has ``pe_vlm_*`` models (False while the video-LLM lacks the input it needs:
+            RoPE-DHR's tiled images).
         hf_refusal: why ``zoo.hf.patch_rope_index`` cannot put the scheme into a Hugging Face model (it replaces one
             id set shared by every layer), or ``None`` when it can.
         paper: title and arXiv id.
@@ -135,6 +145,8 @@ class Scheme:
     per_layer: bool = False
     contextual: bool = False
     split_modalities: bool = False
+    takes_tiles: bool = False
+    in_video_llm: bool = True
     hf_refusal: Optional[str] = None
     paper: str = ''
 
@@ -605,6 +617,70 @@ class Vista(Scheme):
         return torch.stack([pos, torch.full_like(pos, -1)])
 
 
+class RoPEDHR(Scheme):
+    """RoPE-DHR (CoMemo): 1-D positions; a tiled image (``Block.tiles = (cols, rows)``, tiles of ``h x w`` tokens
+    then the ``h x w`` thumbnail) starting at ``s`` gives thumbnail token ``(R, C)`` the position ``s + w R + C`` and
+    every tile token the position of the thumbnail token its centre lies on: tile ``(row j, col i)`` token ``(a, c)``
+    maps to ``R = floor((h j + a + 1/2) / rows)``, ``C = floor((w i + c + 1/2) / cols)``. The image moves the next
+    position by ``h * w`` however many tiles it has. An untiled block (or one tile) is numbered as ``rope1d``.
+
+    ``official=True`` reproduces LALBJ/CoMemo: tiles are numbered column by column (``for i in cols: for j in rows``)
+    while they are cropped row by row, so on grids with more than one row and column a tile takes another region's
+    positions; and ``R = int(linspace(j sh, (j+1) sh, h)[a])`` with ``sh = h / rows - 1e-6`` (likewise ``C``), which
+    starts every tile after the first one thumbnail row/column early.
+    """
+    defaults = {'official': False}
+    takes_tiles = True
+    in_video_llm = False
+    hf_refusal = ("RoPE-DHR numbers the tiles of InternVL-style tiled images, which Qwen-VL's get_rope_index "
+                  'inputs do not have')
+    paper = 'CoMemo: LVLMs Need Image Context with Image Memory (Liu et al., arXiv:2506.06279)'
+
+    def check_options(self, opts):
+        if not isinstance(opts['official'], bool):
+            raise ValueError(f'rope_dhr official must be True or False, got {opts["official"]!r}')
+        return opts
+
+    def layout_style(self, segments):
+        """``'internvl'`` (``<img> ... </img>``, as CoMemo's chat format) when a segment has tiles."""
+        return 'internvl' if any('tiles' in s or 'num_tiles' in s for s in segments) else self.style
+
+    @staticmethod
+    def _official_axis(k: int, parts: int, size: int) -> torch.Tensor:
+        """``int(linspace(k * step, (k + 1) * step, size))`` with ``step = size / parts - 1e-6`` (float64)."""
+        step = size / parts - 1e-6
+        lo, hi = k * step, (k + 1) * step
+        v = lo + torch.arange(size, dtype=torch.float64) * ((hi - lo) / (size - 1))
+        v[-1] = hi
+        return v.floor().to(torch.int64)
+
+    def tile_positions(self, opts, b: Block) -> torch.Tensor:
+        """Thumbnail index ``w R + C`` ``(cols * rows * h * w,)`` int64 of every tile token, in sequence order."""
+        cols, rows = b.tiles
+        out = []
+        a = torch.arange(b.h, dtype=torch.int64)
+        c = torch.arange(b.w, dtype=torch.int64)
+        for t in range(cols * rows):
+            if opts['official']:
+                i, j = t // rows, t % rows
+                rr, cc = self._official_axis(j, rows, b.h), self._official_axis(i, cols, b.w)
+            else:
+                j, i = t // cols, t % cols
+                rr = (2 * (b.h * j + a) + 1) // (2 * rows)
+                cc = (2 * (b.w * i + c) + 1) // (2 * cols)
+            out.append((b.w * rr[:, None] + cc[None, :]).flatten())
+        return torch.cat(out)
+
+    def visual(self, opts, s, b):
+        thumb = torch.arange(b.h * b.w, dtype=torch.int64)
+        if b.tiles is None or b.tiles[0] * b.tiles[1] == 1:
+            return (s + torch.arange(b.n, dtype=torch.int64)).unsqueeze(0)
+        return (s + torch.cat([self.tile_positions(opts, b), thumb])).unsqueeze(0)
+
+    def extent(self, opts, b):
+        return b.n if b.tiles is None else b.h * b.w
+
+
 class _FrameIndex(Scheme):
     """Internal: every token of visual frame ``f`` of a block at ``s`` gets ``s + f`` (text advances by 1), so equal
     ids of visual tokens of one document mean one frame."""
@@ -649,6 +725,7 @@ register_scheme(PyPE('pype'))
 register_scheme(CoPE('cope'))
 register_scheme(CoPE('cope_rope', rotate=True))
 register_scheme(Vista('vista'))
+register_scheme(RoPEDHR('rope_dhr'))
 
 
 def list_schemes() -> List[str]:

@@ -393,8 +393,9 @@ _KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge
 
 
 def vlm_schemes() -> List[str]:
-    """Canonical scheme names (aliases such as ``qwen3_vl`` left out)."""
-    return [n for n in list_schemes() if get_scheme(n).name == n]
+    """Canonical scheme names with ``pe_vlm_*`` models (aliases such as ``qwen3_vl`` left out, and ``rope_dhr``,
+    whose tiled images the video-LLM does not have yet)."""
+    return [n for n in list_schemes() if get_scheme(n).name == n and get_scheme(n).in_video_llm]
 
 
 def list_video_llms(pattern: str = '*') -> List[str]:
@@ -426,6 +427,10 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
     size, _, scheme = name[len('pe_vlm_'):].partition('_')
     if size not in VLM_SIZES:
         raise ValueError(f'{name!r}: unknown size {size!r}; fix: use one of {sorted(VLM_SIZES)}')
+    if scheme in list_schemes() and not get_scheme(scheme).in_video_llm:
+        raise ValueError(f'{name!r}: scheme {scheme!r} needs tiled images (a thumbnail plus AnyRes tiles), which the '
+                         'video-LLM image path does not have yet; fix: use its ids through '
+                         f"get_layout_position_ids({scheme!r}, segments) or pick one of {vlm_schemes()}")
     if scheme not in vlm_schemes():
         close = difflib.get_close_matches(scheme, vlm_schemes(), n=2)
         hint = f' (did you mean {", ".join(close)}?)' if close else ''
