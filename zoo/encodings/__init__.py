@@ -1,5 +1,5 @@
 """Position encodings. No backbone code lives here: backbones call ``create_pos_encoding``."""
-from .base import AttnTerm, Positions, PosEncoding, check_keep_indices
+from .base import AttnTerm, Positions, PosEncoding, check_keep_indices, pe_aux_loss
 from .checkpoint import CHECKPOINT_LAYOUTS, CheckpointMismatchError
 from .extrapolation import STRATEGIES, Extrapolation
 from .registry import (create_pos_encoding, get_pos_encoding_class, list_pos_encodings, pos_encoding_name,
@@ -14,6 +14,8 @@ from .comrope import ComRoPE, LieRE
 from .distance import FIRE, ALiBi, KerpleLog, KerplePower, alibi_slopes
 from .gta import GTA
 from .randomized import RandomPositions
+from .loope import LOOPE
+from .seqpe import SeqPE
 from .lape import LaPE, LaPETerm
 from .urpe import URPE, URPETerm
 from . import multimodal_rope

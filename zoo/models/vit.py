@@ -257,6 +257,7 @@ class PEVisionTransformer(nn.Module):
     def _embed(self, x: torch.Tensor, keep_indices: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Positions]:
         """Patch embed, prefix tokens, the PE's embed hook (on the full grid), then the token subset (``keep_indices``
         or patch dropout). Returns tokens ``(B, L, C)`` and their positions."""
+        images = x
         x, grid = self._patch_tokens(x)
         prefix = []
         if self.cls_token is not None:
@@ -265,7 +266,7 @@ class PEVisionTransformer(nn.Module):
             prefix.append(self.reg_token.expand(x.shape[0], -1, -1).to(x.dtype))
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
-        pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens, batch_size=x.shape[0])
+        pos = Positions(grid, self.num_prefix_tokens, self.num_class_tokens, batch_size=x.shape[0], images=images)
         x = self.pos_drop(pe_embed(self.pe, x, pos))
         return self._take_subset(x, pos, keep_indices)
 
@@ -521,6 +522,12 @@ default_cfgs = generate_default_cfgs({
     'pe_vit_tiny_patch16_urpe_224': _cfg(),
     'pe_vit_small_patch16_urpe_224': _cfg(),
     'pe_vit_base_patch16_urpe_224': _cfg(),
+    'pe_vit_tiny_patch16_loope_224': _cfg(),
+    'pe_vit_small_patch16_loope_224': _cfg(),
+    'pe_vit_base_patch16_loope_224': _cfg(),
+    'pe_vit_tiny_patch16_seqpe_224': _cfg(),
+    'pe_vit_small_patch16_seqpe_224': _cfg(),
+    'pe_vit_base_patch16_seqpe_224': _cfg(),
     'pe_vit_tiny_patch16_gta_224': _cfg(),
     'pe_vit_small_patch16_gta_224': _cfg(),
     'pe_vit_base_patch16_gta_224': _cfg(),
@@ -533,7 +540,7 @@ _ENCODING_OF_SUFFIX = {
     'irpe_qk': 'irpe', 'irpe_qkv': 'irpe', 'comrope_ap': 'comrope', 'comrope_ld': 'comrope', 'liere': 'liere',
     'alibi': 'alibi', 'kerple_log': 'kerple_log', 'kerple_power': 'kerple_power', 'fire': 'fire',
     'ape_lape': 'ape_lape', 'sincos_lape': 'sincos_lape', 'fourier_lape': 'fourier_lape', 'urpe': 'urpe',
-    'gta': 'gta',
+    'gta': 'gta', 'loope': 'loope', 'seqpe': 'seqpe',
 }
 
 #: Model name -> registered encoding name of every zoo model (``zoo list``, reports, checkpoint identity checks);
@@ -1099,3 +1106,51 @@ def pe_vit_base_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEVision
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
                       pe='urpe', pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_vit('pe_vit_base_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, LOOPE: sin-cos over the Gilbert-curve patch order plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, LOOPE: sin-cos over the Gilbert-curve patch order plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, LOOPE: sin-cos over the Gilbert-curve patch order plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_tiny_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-Ti/16, SeqPE: a small transformer over each position's digits gives its embedding (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_tiny_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_small_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-S/16, SeqPE: a small transformer over each position's digits gives its embedding (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_small_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_vit_base_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """ViT-B/16, SeqPE: a small transformer over each position's digits gives its embedding (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_vit('pe_vit_base_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
