@@ -4,7 +4,10 @@ The same loop, checkpoints, resume, EMA, locks and DDP as ``zoo train`` (:func:`
 module's options): only the training task differs (:class:`zoo.tasks.videoqa.VideoQATraining`: the video-LLM,
 video-QA records read by the video reader, :class:`zoo.tasks.videoqa.VideoQATask`'s loss on the answer tokens only).
 ``metrics.csv`` keeps the image columns: ``val_top1`` is the multiple-choice accuracy (%), ``val_top5`` the greedy
-exact-match rate (%).
+exact-match rate (%), ``train_top1`` the multiple-choice accuracy of the epoch's training forward passes and
+``train_top_share`` the share (%) of its most frequent answer letter (near 100 %: the one-letter plateau); per right
+letter in ``train_classes.csv``. ``--sched hold_cosine`` holds the peak LR until ``train_top1`` reaches
+``--hold-until`` (default halfway between chance, 100 / options, and 100), as the ``configs/vlm_*.yaml`` recipes do.
 
 Data: ``--data-dir`` holds ``json/<task>.json`` (lists of ``{video, question, candidates, answer}``) and the videos
 (``zoo make-videoqa`` writes such a set); any reader of :mod:`zoo.datasets.videoqa` can be chosen with
@@ -50,6 +53,9 @@ def build_vlm_parser() -> argparse.ArgumentParser:
     g.add_argument('--tasks', nargs='*', default=None, help='tasks (JSON stems) to train on (default: all)')
     g.add_argument('--val-data-dir', metavar='DIR', default=None,
                    help='validation root (default: --val-fraction of --data-dir)')
+    g.add_argument('--allow-root', action='append', default=[], metavar='DIR',
+                   help='a folder that symlinks inside --data-dir may lead into (repeatable; e.g. where the videos or '
+                        'images really are); any other symlink out of --data-dir is skipped and named')
     g.add_argument('--val-tasks', nargs='*', default=None, help='validation tasks (default: --tasks)')
     g.add_argument('--val-fraction', type=float, default=0.2,
                    help='share of --data-dir records held out for validation (evenly spaced by record id)')
