@@ -29,6 +29,8 @@ VIDEO = {'ape': 'ape', 'st_ape': 'st_ape', 'sincos': 'sincos1d', 'sincos3d': 'si
          'comrope_ld': 'comrope', 'liere': 'liere', 'irpe_k': 'irpe', 'alibi': 'alibi', 'kerple_log': 'kerple_log',
          'kerple_power': 'kerple_power', 'fire': 'fire', 'gta': 'gta'}
 IMAGE.update({'ape_lape': 'ape_lape', 'sincos_lape': 'sincos_lape', 'fourier_lape': 'fourier_lape', 'urpe': 'urpe'})
+IMAGE.update({'loope': 'loope', 'seqpe': 'seqpe'})
+VIDEO.update({'seqpe': 'seqpe'})  # LOOPE has no 3D form: video grids are refused
 VIDEO.update({'ape_lape': 'ape_lape', 'st_ape_lape': 'st_ape_lape', 'sincos3d_lape': 'sincos3d_lape',
               'fourier_lape': 'fourier_lape'})
 IMAGE_NAMES = sorted(f'pe_vit_{s}_patch16_{k}_224' for k in IMAGE for s in IMAGE_SIZES.get(k, SIZES))

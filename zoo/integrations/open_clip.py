@@ -181,6 +181,12 @@ default_cfgs = generate_default_cfgs({
     'clip_pe_vit_tiny_patch16_gta_224': _tower_cfg(),
     'clip_pe_vit_small_patch16_gta_224': _tower_cfg(),
     'clip_pe_vit_base_patch16_gta_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_loope_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_loope_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_loope_224': _tower_cfg(),
+    'clip_pe_vit_tiny_patch16_seqpe_224': _tower_cfg(),
+    'clip_pe_vit_small_patch16_seqpe_224': _tower_cfg(),
+    'clip_pe_vit_base_patch16_seqpe_224': _tower_cfg(),
 })
 
 _TOWERS = {name: name[len('clip_'):] for name in default_cfgs}  # tower -> its pe_vit_* image model
@@ -793,6 +799,60 @@ def clip_pe_vit_base_patch16_urpe_224(pretrained: bool = False, **kwargs) -> PEV
                       pe='urpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
     return _create_clip_tower(
         'clip_pe_vit_base_patch16_urpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with LOOPE: Gilbert-order sin-cos plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with LOOPE: Gilbert-order sin-cos plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_loope_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with LOOPE: Gilbert-order sin-cos plus a learned offset (arXiv:2504.14386)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='loope', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_loope_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_tiny_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-Ti/16 with SeqPE: a small transformer over position digits (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_tiny_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_small_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-S/16 with SeqPE: a small transformer over position digits (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_small_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def clip_pe_vit_base_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVisionTransformer:
+    """CLIP-layout ViT-B/16 with SeqPE: a small transformer over position digits (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4, qkv_bias=True,
+                      pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs), **CLIP_LAYOUT)
+    return _create_clip_tower(
+        'clip_pe_vit_base_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 # -------------------------------------------------------------------------------------------------- open_clip configs

@@ -319,6 +319,9 @@ default_cfgs = generate_default_cfgs({
     'pe_video_vit_tiny_patch16_gta_224': _cfg(),
     'pe_video_vit_small_patch16_gta_224': _cfg(),
     'pe_video_vit_base_patch16_gta_224': _cfg(),
+    'pe_video_vit_tiny_patch16_seqpe_224': _cfg(),
+    'pe_video_vit_small_patch16_seqpe_224': _cfg(),
+    'pe_video_vit_base_patch16_seqpe_224': _cfg(),
 })
 
 #: The ``{pe}`` part of a video model name -> its registered encoding (``zoo.encodings.list_pos_encodings()``).
@@ -330,6 +333,7 @@ VIDEO_PE_MODELS: Dict[str, str] = {
     'gta': 'gta',
     'ape_lape': 'ape_lape', 'st_ape_lape': 'st_ape_lape', 'sincos3d_lape': 'sincos3d_lape',
     'fourier_lape': 'fourier_lape',
+    'seqpe': 'seqpe',
 }
 PE_OF_MODEL.update({
     name: VIDEO_PE_MODELS[name[len('pe_video_vit_'):-len('_224')].split('_', 2)[2]] for name in default_cfgs})
@@ -933,3 +937,30 @@ def pe_video_vit_base_patch16_fourier_lape_224(pretrained: bool = False, **kwarg
                       mlp_ratio=4, qkv_bias=True, pe='fourier_lape', pe_kwargs=take_pe_kwargs(kwargs))
     return _create_pe_video_vit(
         'pe_video_vit_base_patch16_fourier_lape_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_tiny_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-Ti/16 (16 frames, tubelet 2), SeqPE over the digits of (row, col, t) (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4,
+                      qkv_bias=True, pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_tiny_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_small_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-S/16 (16 frames, tubelet 2), SeqPE over the digits of (row, col, t) (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=384, depth=12, num_heads=6, mlp_ratio=4,
+                      qkv_bias=True, pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_small_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def pe_video_vit_base_patch16_seqpe_224(pretrained: bool = False, **kwargs) -> PEVideoTransformer:
+    """Video ViT-B/16 (16 frames, tubelet 2), SeqPE over the digits of (row, col, t) (arXiv:2506.13277)."""
+    model_args = dict(patch_size=16, num_frames=16, tubelet_size=2, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                      qkv_bias=True, pe='seqpe', pe_kwargs=take_pe_kwargs(kwargs))
+    return _create_pe_video_vit(
+        'pe_video_vit_base_patch16_seqpe_224', pretrained=pretrained, **dict(model_args, **kwargs))
