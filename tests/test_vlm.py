@@ -298,10 +298,13 @@ def test_answer_labels_and_loss_only_on_answer():
     torch.testing.assert_close(out.loss, ref)
 
 
-def test_grad_checkpointing_gives_the_same_gradients():
+@pytest.mark.parametrize('scheme', ['videorope', 'pype', 'cope_rope', 'vista'])
+def test_grad_checkpointing_gives_the_same_gradients(scheme):
+    """Checkpointed blocks recompute the same terms: rotations, PyPE's frame masks, CoPE's table slices, Vista's
+    split channels."""
     grads = []
     for ckpt in (False, True):
-        m = tiny('videorope').train()
+        m = tiny(scheme).train()
         m.set_grad_checkpointing(ckpt)
         prompts, clips = two_prompts(m, answers=('a', 'b'))
         b = m.collate(prompts, 'right')
