@@ -523,3 +523,41 @@ def test_zoo_train_counts_an_empty_clip_in_every_epoch(tmp_path):
     with open(out / 'metrics.csv') as f:
         rows = list(csv.DictReader(f))
     assert [int(r['train_unreadable']) for r in rows] == [1, 1, 1, 1]
+
+
+def _image_classes(root, classes, per_class=2):
+    from PIL import Image
+    for c, cls in enumerate(classes):
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class):
+            Image.new('RGB', (16, 16), (200 if c == 0 else 20, 200 if c == 1 else 20, 200 if c == 2 else 20 + i)) \
+                .save(root / cls / f'{i}.png')
+
+
+def test_train_and_eval_resolution_take_allow_root(tmp_path, capsys, caplog):
+    """Regression (item 6): ``--allow-root`` existed on eval-frames / eval-video only; ``zoo train`` and ``zoo
+    eval-resolution`` skipped every class folder symlinked out of --data-dir with no way to admit it."""
+    import csv
+    from zoo.cli import main
+    data, store = tmp_path / 'data', tmp_path / 'store'
+    for split in ('train', 'val'):
+        _image_classes(data / split, ('a_cls', 'b_cls'))
+        _image_classes(store / split, ('c_cls',))
+        os.symlink(store / split / 'c_cls', data / split / 'c_cls')
+    tiny = ['--model', 'pe_vit_tiny_patch16_ape_224', '--data-dir', str(data), '--img-size', '16', '--model-kwargs',
+            'patch_size=8', 'embed_dim=16', 'depth=1', 'num_heads=2', '--epochs', '1', '--warmup-epochs', '0', '-b',
+            '2', '-j', '0', '--no-progress', '--threads', '1']
+    with caplog.at_level(logging.WARNING, logger='zoo.datasets'):
+        assert main(['train', *tiny, '--output', str(tmp_path / 'no')]) == 0
+    assert f'{data}/train/c_cls -> {store}/train/c_cls' in caplog.text and '--allow-root' in caplog.text
+    run = tmp_path / 'yes'
+    assert main(['train', *tiny, '--output', str(run), '--allow-root', str(store)]) == 0
+    with open(run / 'train_classes.csv') as f:
+        assert {r['outcome'] for r in csv.DictReader(f)} == {'a_cls', 'b_cls', 'c_cls'}
+    ev = ['eval-resolution', '--run', str(run), '--data-dir', str(data), '--sizes', '16', '--threads', '1']
+    assert main([*ev, '--output', str(tmp_path / 'ev-no')]) != 0  # the run has 3 classes, the folder 2 without it
+    err = capsys.readouterr().err
+    assert "lacks ['c_cls']" in err and '--allow-root' in err and '\n' not in err.strip()
+    assert main([*ev, '--output', str(tmp_path / 'ev'), '--allow-root', str(store)]) == 0
+    rows = json.loads((tmp_path / 'ev' / 'results.json').read_text())
+    assert [r['n'] for r in rows['results']] == [6]

@@ -219,3 +219,22 @@ def test_data_root_that_is_a_file_and_options_a_reader_lacks(tmp_path):
         load_benchmark('mvbench', str(f))
     with pytest.raises(ValueError, match='mvbench takes no split option'):
         load_benchmark('mvbench', str(tmp_path), split='test')
+
+
+def test_train_vlm_takes_allow_root(tmp_path):
+    """Regression (item 6): ``zoo train-vlm`` had no ``--allow-root``, so a benchmark whose videos are symlinked out
+    of --data-dir could not be trained on."""
+    from zoo.tasks.videoqa import VideoQATraining
+    from zoo.train.vlm import parse_vlm_args
+    store = tmp_path / 'store' / 'videos'
+    _videos(str(store), ['g.mp4', 'c.mp4', 't.mp4'])
+    root = tmp_path / 'mv'
+    (root / 'json').mkdir(parents=True)
+    os.symlink(store, root / 'video')
+    q = dict(question='q?', candidates=['x', 'y'], answer='y')
+    (root / 'json' / 'task_a.json').write_text(json.dumps([dict(q, video='g.mp4'), dict(q, video='g.mp4')]))
+    base = ['--model', 'pe_vlm_tiny_mrope', '--data-dir', str(root), '--output', str(tmp_path / 'run')]
+    with pytest.raises(ValueError, match='usable record'):
+        VideoQATraining(parse_vlm_args(base))._records()
+    train, val = VideoQATraining(parse_vlm_args([*base, '--allow-root', str(store)]))._records()
+    assert len(train) + len(val) == 2

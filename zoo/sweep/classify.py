@@ -96,9 +96,12 @@ def load_classifiers(args, classes: Sequence[str], data_root: str,
         name = meta.get('model_name', entry['model'])
         check(model, meta, name)  # the model's kind first: an image model in a video sweep is not a class mismatch
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
+            missing = [c for c in meta['class_names'] if c not in classes]
+            lacks = (f' (it lacks {missing[:5]}: a class folder symlinked out of the data root is read only with '
+                     '--allow-root DIR, as the warning above says)') if missing else ''
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
-                             f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)}); '
-                             'pass a --class-map listing the training classes in order')
+                             f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)})'
+                             f'{lacks}; pass a --class-map listing the training classes in order')
         if getattr(model, 'num_classes', None) != len(classes):
             raise ValueError(f'{name} predicts {getattr(model, "num_classes", "?")} classes but {data_root!r} has '
                              f'{len(classes)} class folders')

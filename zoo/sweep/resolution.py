@@ -32,7 +32,7 @@ from zoo.tasks import ImageClassificationTask
 from .classify import (COUNT_FIELDS, evaluate_classifier, family_of, load_classifiers, refuse_other_kinds,
                        with_strategies)
 from .engine import SweepModel
-from .options import amp_dtype_of, check_common, device_of, run_sweep, sweep_parser
+from .options import add_allow_root_option, amp_dtype_of, check_common, device_of, run_sweep, sweep_parser
 from .report import resolution_page
 
 
@@ -51,6 +51,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument('--std', type=float, nargs=3, default=None, help='normalisation std (default: each checkpoint\'s)')
     p.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line (line i = '
                                                       'class i); folders not listed are left out')
+    add_allow_root_option(p)
     p.add_argument('-b', '--batch-size', type=int, default=128, help='evaluation batch size')
     p.add_argument('--max-per-class', type=int, default=None, help='evaluate only the first N images of each class')
     p.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
@@ -102,7 +103,7 @@ def _eval_root(args) -> str:
 
 def _open_folder(args, transform=None):
     check_class_folders(_eval_root(args))
-    ds = open_image_folder(args.data_dir, args.split, transform, args.max_per_class)
+    ds = open_image_folder(args.data_dir, args.split, transform, args.max_per_class, args.allow_root)
     if args.class_map:
         apply_class_map(ds, load_class_map(args.class_map), args.class_map)
     return ds

@@ -188,7 +188,7 @@ class ImageClassificationTraining(_FolderTraining):
                              '(pe_video_vit_*) or drop --in-memory-clips')
 
     def _open_split(self, root: str, max_per_class: Optional[int]) -> Any:
-        return open_folder(root, self.args.data_dir, max_per_class, self.args.class_map)
+        return open_folder(root, self.args.data_dir, max_per_class, self.args.class_map, self.args.allow_root)
 
     def open_data(self, model: nn.Module) -> TrainingData:
         from timm.data import create_transform
@@ -231,7 +231,7 @@ class VideoClassificationTraining(_FolderTraining):
             raise ValueError(f'--mixup / --cutmix apply to images; {args.model} takes clips, train it without them')
 
     def _open_split(self, root: str, max_per_class: Optional[int]) -> Any:
-        return open_video_split(root, self.args.data_dir, max_per_class, self.args.class_map)
+        return open_video_split(root, self.args.data_dir, max_per_class, self.args.class_map, self.args.allow_root)
 
     def _open_splits(self) -> Tuple[Any, Any]:
         """The video folders, or with ``--in-memory-clips`` the set's clips rendered in memory

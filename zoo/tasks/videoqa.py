@@ -234,10 +234,12 @@ class VideoQATraining(TrainingTask):
 
     def _records(self) -> Tuple[list, list]:
         args = self.args
-        records, _ = load_benchmark(args.benchmark, args.data_dir, **({'tasks': args.tasks} if args.tasks else {}))
+        records, _ = load_benchmark(args.benchmark, args.data_dir, allow_roots=args.allow_root,
+                                    **({'tasks': args.tasks} if args.tasks else {}))
         if args.val_data_dir:
             tasks = args.val_tasks if args.val_tasks is not None else args.tasks
-            val, _ = load_benchmark(args.benchmark, args.val_data_dir, **({'tasks': tasks} if tasks else {}))
+            val, _ = load_benchmark(args.benchmark, args.val_data_dir, allow_roots=args.allow_root,
+                                    **({'tasks': tasks} if tasks else {}))
             train = sorted(records, key=lambda r: r.id)
         else:
             if len(records) < 2:

@@ -25,7 +25,7 @@ __all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'add_ru
 # Options that name the session rather than the run: never compared with the record.
 SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite')
 # Recorded options that a resumed run may change: the schedule length and options that do not change any result.
-MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file')
+MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file', 'allow_root')
 
 
 def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
@@ -61,6 +61,9 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                    help='validate on only the first N images per class (faster epochs on a large validation split)')
     g.add_argument('--class-map', metavar='TXT', help='timm class map: class folder names, one per line (line i = '
                                                       'class i); folders not listed are left out')
+    g.add_argument('--allow-root', action='append', default=[], metavar='DIR',
+                   help='a folder that symlinks inside --data-dir may lead into (repeatable; e.g. where the videos or '
+                        'images really are); any other symlink out of --data-dir is skipped and named')
     g.add_argument('--num-frames', type=int, default=None,
                    help='video models (pe_video_vit_*): frames per clip (default: the model\'s); their --data-dir is '
                         'a video folder (DATA/train/<class>/*.mp4); clips take random-offset uniform frames in '
