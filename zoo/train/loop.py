@@ -55,6 +55,7 @@ from timm.utils.distributed import init_distributed_device_so
 
 from zoo.datasets.files import TMP_PREFIX, clean_temp_files, write_text_atomic
 from zoo.datasets.splits import make_loader
+from zoo.encodings import pe_aux_loss
 from zoo.errors import OutputDirError
 from zoo.runs.checkpoints import (checkpoint_meta, load_checkpoint, save_checkpoint_files, save_safetensors,
                                   write_results_file)
@@ -244,8 +245,11 @@ def train(argv: Optional[List[str]] = None, parse=parse_train_args,
 def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, scheduler, task: Task,
                     device: torch.device, epoch: int, num_updates: int, scaler: Optional[NativeScaler] = None,
                     ema: Optional[ModelEmaV3] = None, amp_dtype: Optional[torch.dtype] = None,
-                    clip_grad: Optional[float] = None, accum_steps: int = 1, progress: bool = True) -> Dict[str, Any]:
-    """One pass over ``loader``, one optimizer update every ``accum_steps`` batches (and at the end).
+                    clip_grad: Optional[float] = None, accum_steps: int = 1, progress: bool = True,
+                    pe_aux_weight: float = 0.) -> Dict[str, Any]:
+    """One pass over ``loader``, one optimizer update every ``accum_steps`` batches (and at the end). With
+    ``pe_aux_weight`` > 0 each batch's loss gets ``pe_aux_weight * pe_aux_loss(model)`` (the position encoding's
+    regulariser, SeqPE's; ``--pe-aux-loss``); a model whose encoding has none is a ValueError.
 
     Returns:
         ``loss`` (mean per sample), ``num_updates`` (total so far), ``unreadable`` (count), ``bad`` (the
@@ -274,6 +278,12 @@ def train_one_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, 
                 with autocast(device.type, amp_dtype):
                     outputs = task.forward(model, batch)
                     loss = task.loss(outputs, batch)
+                    if pe_aux_weight:
+                        aux = pe_aux_loss(model)
+                        if aux is None:
+                            raise ValueError('--pe-aux-loss adds the position encoding\'s regulariser, but this '
+                                             'model\'s encoding has none (seqpe has one); drop --pe-aux-loss')
+                        loss = loss + pe_aux_weight * aux
                 if confusion is not None:
                     pairs = task.train_predictions(outputs, batch)
                     if pairs is not None:
@@ -438,7 +448,8 @@ class TrainingRun:
             stats = train_one_epoch(train_model, loaders.train, self.optimizer, self.scheduler, self.task,
                                     self.device, epoch=epoch, num_updates=num_updates, scaler=self.scaler,
                                     ema=self.ema, amp_dtype=self.amp_dtype, clip_grad=args.clip_grad,
-                                    accum_steps=args.grad_accum_steps, progress=self.progress)
+                                    accum_steps=args.grad_accum_steps, progress=self.progress,
+                                    pe_aux_weight=getattr(args, 'pe_aux_loss', 0.))
             num_updates = stats['num_updates']
             self.scheduler.step(epoch + 1)
             row, val = self._validate(epoch, stats)
