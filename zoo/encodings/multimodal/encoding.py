@@ -314,29 +314,37 @@ def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[
 
 class FrameMaskTerm(RotaryTerm):
     """A rotation plus an attention pattern given whole (PyPE's level rule inside visual frames): ``bias`` is 0 where
-    :attr:`allowed` and ``-inf`` elsewhere, and :attr:`causal` is False so that the attention applies the pattern
-    instead of its own causal mask (key padding is still merged). Without a pattern (decoding steps, text only) it
-    is a plain rotation and the attention stays causal.
+    :func:`image_block_mask` allows and ``-inf`` elsewhere, built when the layer asks for it (one layer's ``(B, L, L)``
+    pattern at a time), and :attr:`causal` is False so that the attention applies the pattern instead of its own
+    causal mask (key padding is still merged). Without visual tokens (decoding steps, text only) it is a plain
+    rotation and the attention stays causal.
 
     Args:
         sin, cos: as :class:`RotaryTerm` (``half`` layout).
-        allowed: ``(B, Lq, Lk)`` bool or ``None``.
+        positions: ``(B, L)`` this layer's ids.
+        frames: ``(B, L)`` int64 visual frame index of every token, -1 for text.
     """
 
-    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, layout: str = LAYOUT,
-                 allowed: Optional[torch.Tensor] = None):
-        super().__init__(sin, cos, layout)
-        self.allowed = allowed
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, positions: torch.Tensor, frames: torch.Tensor):
+        super().__init__(sin, cos, LAYOUT)
+        self.positions, self.frames = positions, frames
+        self.causal = not bool((frames >= 0).any())
 
     @property
-    def causal(self) -> bool:
-        return self.allowed is None
+    def allowed(self) -> Optional[torch.Tensor]:
+        """``(B, L, L)`` bool pattern (rows are queries), or ``None`` for plain causal attention."""
+        if self.causal:
+            return None
+        allowed = image_block_mask(self.positions, self.frames)
+        n = self.frames.shape[-1]
+        return allowed if allowed is not None else \
+            torch.ones(n, n, dtype=torch.bool, device=self.frames.device).tril().expand(self.frames.shape[0], n, n)
 
     def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> Optional[torch.Tensor]:
-        if self.allowed is None:
+        if self.causal:
             return None
-        if tuple(self.allowed.shape[-2:]) != (q.shape[-2], k.shape[-2]):
-            raise ValueError(f'the visual-frame attention pattern is {tuple(self.allowed.shape[-2:])} but the layer '
+        if self.frames.shape[-1] != q.shape[-2] or q.shape[-2] != k.shape[-2]:
+            raise ValueError(f'the visual-frame attention pattern covers {self.frames.shape[-1]} tokens but the layer '
                              f'has {q.shape[-2]} queries and {k.shape[-2]} keys; fix: prefill the whole prompt in one '
                              'call (a per-layer scheme decodes text one token at a time)')
         zero = torch.zeros((), dtype=q.dtype, device=q.device)
@@ -655,7 +663,7 @@ class MultimodalRoPE(PosEncoding):
         terms: List[AttnTerm] = []
         for layer in range(self.depth):
             rot = self.term(ids[layer], device)
-            terms.append(FrameMaskTerm(rot.sin, rot.cos, LAYOUT, image_block_mask(ids[layer, 0], frames)))
+            terms.append(FrameMaskTerm(rot.sin, rot.cos, ids[layer, 0], frames))
         return terms
 
     def _mspoe_terms(self, ids: torch.Tensor, key_mask: Optional[torch.Tensor],
