@@ -88,6 +88,9 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
     g.add_argument('--mixup', type=float, default=0., help='mixup alpha (0 = off)')
     g.add_argument('--cutmix', type=float, default=0., help='cutmix alpha (0 = off)')
     g.add_argument('--mixup-prob', type=float, default=1.0, help='probability of applying mixup or cutmix')
+    g.add_argument('--pe-aux-loss', type=float, default=0., metavar='WEIGHT',
+                   help='add WEIGHT x the position encoding\'s own regulariser to the training loss (seqpe: its '
+                        'contrastive + distillation aux_loss); 0 = off')
     return p
 
 
@@ -283,6 +286,8 @@ def _validate(args: argparse.Namespace) -> None:
     check_counts(args, ('max_train_per_class', 'img_size', 'max_val_per_class', 'num_frames'), optional=True)
     if not 0 <= args.smoothing < 1:
         bad('--smoothing', args.smoothing, 'in [0, 1)')
+    if args.pe_aux_loss < 0:
+        bad('--pe-aux-loss', args.pe_aux_loss, '0 or more')
     if not 0 <= args.drop_path < 1:
         bad('--drop-path', args.drop_path, 'in [0, 1)')
     for name in ('hflip', 'reprob', 'mixup_prob'):
