@@ -43,7 +43,7 @@ def test_new_grids_give_finite_distinct_embeddings():
 def test_aux_loss_is_a_scalar_with_gradients_to_every_parameter():
     pe = _pe().train()
     loss = pe.aux_loss()
-    assert loss.dim() == 0 and torch.isfinite(loss) and float(loss.detach()) > 0
+    assert loss.dim() == 0 and bool(torch.isfinite(loss)) and float(loss.detach()) > 0
     loss.backward()
     missing = [n for n, p in pe.named_parameters() if p.grad is None or not bool(p.grad.abs().sum() > 0)]
     assert not missing, missing
@@ -82,7 +82,7 @@ def test_distillation_teacher_is_the_scaled_down_position():
         for p in pe.parameters():
             p.normal_(0, 0.5)
     torch.manual_seed(0)
-    assert float(pe.distill_loss()) > 1e-2
+    assert float(pe.distill_loss().detach()) > 1e-2
     inner = pe.encode
     ext, big = torch.tensor([4, 6]), torch.tensor([12, 18])
 
@@ -91,7 +91,7 @@ def test_distillation_teacher_is_the_scaled_down_position():
         return inner(teacher_like)
     pe.encode = scaled
     torch.manual_seed(0)
-    assert float(pe.distill_loss()) < 1e-6
+    assert float(pe.distill_loss().detach()) < 1e-6
 
 
 def test_eval_cache_and_training_recompute():
@@ -146,3 +146,44 @@ def test_refusals():
         _pe().embed(torch.zeros(1, 32, 32), Positions((2, 4, 4)))
     with pytest.raises(ValueError, match=r'\(N, 2\)'):
         _pe().encode(torch.zeros(3, 3, dtype=torch.long))
+
+
+def _image_folder(root) -> str:
+    """A tiny ImageFolder tree: 2 classes x 4 training / 2 validation 32 px images."""
+    from PIL import Image
+    g = torch.Generator().manual_seed(0)
+    for split, n in (('train', 4), ('val', 2)):
+        for c, name in enumerate(('a', 'b')):
+            (root / split / name).mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                img = (torch.rand(32, 32, 3, generator=g) * 90).byte().numpy()
+                img[..., c] += 150
+                Image.fromarray(img).save(root / split / name / f'{i}.png')
+    return str(root)
+
+
+def test_zoo_train_adds_weight_times_the_aux_loss(tmp_path, monkeypatch):
+    """--pe-aux-loss 0.5 adds 0.5 x pe_aux_loss(model) to every batch's loss (a spy returns the real loss's graph
+    plus 50, so the recorded train loss jumps by 25); a model whose encoding has no regulariser is refused."""
+    import pandas as pd
+    from zoo.train import loop
+    data = _image_folder(tmp_path / 'data')
+    tiny = ['--data-dir', data, '--img-size', '32', '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1',
+            'num_heads=2', 'pe_kwargs.enc_dim=16', 'pe_kwargs.enc_depth=1', '--batch-size', '4', '--workers', '0',
+            '--no-progress', '--threads', '1', '--crop-pct', '1', '--epochs', '1', '--warmup-epochs', '0',
+            '--color-jitter', '0']
+    real, seen = loop.pe_aux_loss, []
+
+    def spy(model):
+        out = real(model)
+        seen.append(out)
+        return out - out.detach() + 50.0  # the real gradient, the value 50
+    monkeypatch.setattr(loop, 'pe_aux_loss', spy)
+    out = tmp_path / 'run'
+    loop.train(['--model', 'pe_vit_tiny_patch16_seqpe_224', '--output', str(out), '--pe-aux-loss', '0.5', *tiny])
+    assert seen and all(t is not None and t.dim() == 0 for t in seen)
+    assert float(pd.read_csv(out / 'metrics.csv')['train_loss'][0]) > 25.0
+    monkeypatch.setattr(loop, 'pe_aux_loss', real)
+    with pytest.raises(ValueError, match='pe-aux-loss'):
+        loop.train(['--model', 'pe_vit_tiny_patch16_ape_224', '--output', str(tmp_path / 'ape'),
+                    '--pe-aux-loss', '0.5', *tiny[:9], *tiny[11:]])
