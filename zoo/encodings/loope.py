@@ -45,10 +45,7 @@ __all__ = ['gilbert_index', 'gilbert_index_grid', 'gilbert_order', 'hilbert_sinc
 
 OFFSETS = ('learned', 'none', 'official')
 MAJOR_AXES = ('width', 'longer')
-_MAX_LEVELS = 64  # recursion levels of the vectorised descent in eager mode (it stops when every cell is placed)
-#: levels unrolled in a traced / exported graph: a grid with sides up to 2**k needed at most 2 k levels (measured up to
-#: side 256), so 24 covers sides up to 2048 patches
-TRACED_LEVELS = 24
+_MAX_LEVELS = 64  # recursion levels of the vectorised descent (it stops when every cell is placed)
 
 
 def _sgn(x: torch.Tensor) -> torch.Tensor:
@@ -56,8 +53,9 @@ def _sgn(x: torch.Tensor) -> torch.Tensor:
 
 
 def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_axis: str = 'width') -> torch.Tensor:
-    """0-based step of cells ``(rows, cols)`` on the Gilbert curve of an ``height x width`` grid, computed with tensor
-    operations only (usable under ``torch.export`` / ``torch.compile`` with symbolic sizes).
+    """0-based step of cells ``(rows, cols)`` on the Gilbert curve of an ``height x width`` grid, computed with
+    element-wise tensor operations (eager: it stops when every cell is placed; traced graphs reach it through the
+    custom op ``zoo::gilbert_index_grid``, see :func:`gilbert_index_grid`).
 
     The curve is Cerveny's recursive generalised Hilbert curve ("gilbert", ``generate2d``): a rectangle spanned by a
     major vector ``a`` (length ``w``) and a minor vector ``b`` (length ``h``) from corner ``(x, y)`` is a single run
@@ -74,11 +72,10 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
             ``'longer'`` (the reference ``gilbert2d``: the height is the major axis of a tall grid).
 
     Returns:
-        ``rows.shape`` int64 steps in ``[0, height * width)``. A traced or exported graph unrolls
-        :data:`TRACED_LEVELS` levels, enough for grid sides up to 2048 patches.
+        ``rows.shape`` int64 steps in ``[0, height * width)``.
 
     Raises:
-        ValueError: an unknown ``major_axis``; (eager) a grid too large for the recursion bound.
+        ValueError: an unknown ``major_axis``; a grid too large for the recursion bound (sides beyond 2**31).
     """
     if major_axis not in MAJOR_AXES:
         raise ValueError(f'major_axis must be one of {MAJOR_AXES}, got {major_axis!r}')
@@ -92,8 +89,7 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
             torch.where(tall, 0, by)
     index = zero.clone()
     done = torch.zeros_like(px, dtype=torch.bool)
-    eager = caching_allowed() and not torch.compiler.is_compiling()
-    for _ in range(_MAX_LEVELS if eager else TRACED_LEVELS):
+    for _ in range(_MAX_LEVELS):
         w, h = (ax + ay).abs(), (bx + by).abs()
         dax, day, dbx, dby = _sgn(ax), _sgn(ay), _sgn(bx), _sgn(by)
         i = (px - x) * dax + (py - y) * day  # offset along the major vector
@@ -102,7 +98,7 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
         finish = ~done & (row_run | col_run)
         index = torch.where(finish, index + torch.where(row_run, i, j), index)
         done = done | finish
-        if eager and bool(done.all()):
+        if bool(done.all()):
             break
         ax2, ay2 = torch.div(ax, 2, rounding_mode='floor'), torch.div(ay, 2, rounding_mode='floor')
         bx2, by2 = torch.div(bx, 2, rounding_mode='floor'), torch.div(by, 2, rounding_mode='floor')
@@ -133,18 +129,39 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
         new = [torch.where(long_case, a, b) for a, b in zip(l_state, s_state)]
         x, y, ax, ay, bx, by = [torch.where(step, n, o) for n, o in zip(new, (x, y, ax, ay, bx, by))]
         index = torch.where(step, index + torch.where(long_case, l_add, s_add), index)
-    if eager and not bool(done.all()):
+    if not bool(done.all()):
         raise ValueError(f'gilbert_index: a {height}x{width} grid needs more than {_MAX_LEVELS} recursion levels')
     return index
+
+
+@torch.library.custom_op('zoo::gilbert_index_grid', mutates_args=())
+def _gilbert_op(height: int, width: int, longer: bool, device: torch.device) -> torch.Tensor:
+    """``(height * width,)`` 1-based Gilbert steps in raster order; an opaque op to ``torch.export`` /
+    ``torch.compile`` (symbolic sizes stay symbolic, the descent runs eagerly when the graph runs)."""
+    rows = torch.arange(height, device=device).view(-1, 1).expand(height, width)
+    cols = torch.arange(width, device=device).view(1, -1).expand(height, width)
+    return (gilbert_index(rows, cols, height, width, 'longer' if longer else 'width') + 1).reshape(-1)
+
+
+@_gilbert_op.register_fake
+def _(height, width, longer, device):
+    return torch.empty(height * width, dtype=torch.long, device=device)
 
 
 def gilbert_index_grid(height: int, width: int, major_axis: str = 'width',
                        device: Optional[torch.device] = None) -> torch.Tensor:
     """The official ``gilbert_2d(width, height)``: ``(height, width)`` int64, ``[row, col]`` = the **1-based** step at
-    which the Gilbert curve visits that patch (see :func:`gilbert_index`)."""
-    rows = torch.arange(height, device=device).view(-1, 1).expand(height, width)
-    cols = torch.arange(width, device=device).view(1, -1).expand(height, width)
-    return gilbert_index(rows, cols, height, width, major_axis) + 1
+    which the Gilbert curve visits that patch (see :func:`gilbert_index`). Traced and exported graphs hold it as the
+    custom op ``zoo::gilbert_index_grid`` (registered when ``zoo.encodings`` is imported; a saved exported program
+    needs that import before loading).
+
+    Raises:
+        ValueError: an unknown ``major_axis``.
+    """
+    if major_axis not in MAJOR_AXES:
+        raise ValueError(f'major_axis must be one of {MAJOR_AXES}, got {major_axis!r}')
+    device = torch.device('cpu') if device is None else torch.device(device)
+    return _gilbert_op(height, width, major_axis == 'longer', device).reshape(height, width)
 
 
 def gilbert_order(height: int, width: int, major_axis: str = 'width') -> torch.Tensor:
