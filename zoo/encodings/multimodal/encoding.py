@@ -455,7 +455,8 @@ class MultimodalRoPE(PosEncoding):
     Raises:
         ValueError: unknown scheme or option, odd ``head_dim``, a section that does not fit the geometry,
             ``num_kv_heads`` not dividing ``num_heads``, ``theta <= 0``; at forward, ids with the wrong number of
-            axes or tokens.
+            axes or tokens; a patch grid for a scheme that works inside the attention (CoPE, Vista) or for Ms-PoE;
+            Ms-PoE with a scheme whose term is more than a rotation (PyPE, CoPE, Vista).
     """
     family = 'Multimodal RoPE'
     extrapolation_strategies = STRATEGIES + HEAD_STRATEGIES
@@ -524,7 +525,9 @@ class MultimodalRoPE(PosEncoding):
                 ``cu_seqlens``).
 
         Returns:
-            ``(position_ids (A, B, L), rope_deltas (B, 1))`` as :func:`get_position_ids`.
+            ``(position_ids (A, B, L), rope_deltas (B, 1))`` as :func:`get_position_ids`; for a per-layer scheme
+            (PyPE) ``((depth + 1, A, B, L), (depth, B, 1))``: every layer's ids, then the visual frame index of every
+            token (-1 for text), and one ``rope_deltas`` per layer.
 
         Raises:
             ValueError: see :func:`get_position_ids` (grids that do not match the visual tokens, unknown options).
@@ -587,7 +590,8 @@ class MultimodalRoPE(PosEncoding):
 
     def decode_position_ids(self, rope_deltas: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
         """Ids ``(A, B, n)`` of decoding steps, ``cache_position + rope_deltas`` on each of the scheme's ``A`` axes
-        (:func:`decode_position_ids`)."""
+        (:func:`decode_position_ids`); per-layer schemes: ``(depth + 1, A, B, n)`` from ``(depth, B, 1)`` deltas, the
+        frame index -1 (generated tokens are text)."""
         if self.spec.per_layer:
             ids = torch.stack([decode_position_ids(d, cache_position, self.spec.num_axes) for d in rope_deltas])
             return torch.cat([ids, torch.full_like(ids[:1], -1)])
