@@ -1,8 +1,19 @@
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
-import pytest
-import torch
+# Nothing a test runs writes to the home directory: zoo's video index cache, matplotlib's font cache and any other
+# XDG cache go to a folder of this session, removed at exit (subprocesses inherit it).
+SESSION_CACHE = tempfile.mkdtemp(prefix='zoo-tests-cache-')
+atexit.register(shutil.rmtree, SESSION_CACHE, True)
+os.environ['ZOO_VIDEO_INDEX_CACHE'] = os.path.join(SESSION_CACHE, 'video-index')
+os.environ['XDG_CACHE_HOME'] = SESSION_CACHE
+os.environ['MPLCONFIGDIR'] = os.path.join(SESSION_CACHE, 'matplotlib')
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

@@ -561,3 +561,13 @@ def test_train_and_eval_resolution_take_allow_root(tmp_path, capsys, caplog):
     assert main([*ev, '--output', str(tmp_path / 'ev'), '--allow-root', str(store)]) == 0
     rows = json.loads((tmp_path / 'ev' / 'results.json').read_text())
     assert [r['n'] for r in rows['results']] == [6]
+
+
+def test_the_test_session_writes_no_cache_to_the_home_directory():
+    """Regression: tests wrote video indexes to ~/.cache/zoo/video-index (and matplotlib its font cache to ~/.cache):
+    tests/conftest.py points every cache at a folder of the session."""
+    import matplotlib
+    from zoo.datasets.video_streams import index_cache_dir
+    home = os.path.realpath(os.path.expanduser('~')) + os.sep
+    for path in (index_cache_dir(), os.environ['XDG_CACHE_HOME'], os.environ['MPLCONFIGDIR'], matplotlib.get_cachedir()):
+        assert not os.path.realpath(path).startswith(home), path

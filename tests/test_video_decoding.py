@@ -30,13 +30,7 @@ N = 120  # frames per synthetic clip
 def fresh_state(monkeypatch, tmp_path):
     """Each test starts with no verdict in memory or on disk."""
     monkeypatch.setenv('ZOO_VIDEO_INDEX_CACHE', str(tmp_path / 'index-cache'))
-    for d in (video_streams._INDEX_CACHE, video_streams._VERDICTS, video_streams._DECODABLE):
-        d.clear()
-    video_streams._NO_SEEK.clear()
-    video_streams._PYAV_INDEX.clear()
-    video_streams._HANDOFF.clear()
-    video_streams._REFERENCE.clear()
-    video_streams._WARNED.clear()
+    video_streams.forget()
 
 
 def pattern(n, seed=0):
@@ -273,3 +267,4 @@ def test_a_read_larger_than_memory_is_refused_before_decoding(files, monkeypatch
     with pytest.raises(video_mod.VideoMemoryError) as e:
         read_video(files['vp9.webm'], FrameSampling('uniform', 100000))
     assert 'GiB' in str(e.value) and 'fewer frames' in str(e.value) and not decoded
+

@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -50,7 +51,7 @@ import numpy as np
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['VideoReadError', 'IndexReplaced', 'StreamIndex', 'stream_index', 'decode_exact', 'read_frames',
-           'count_decodable', 'known_decodable', 'index_cache_dir', 'video_backend', 'verdict', 'COUNTS',
+           'count_decodable', 'known_decodable', 'index_cache_dir', 'video_backend', 'verdict', 'forget', 'COUNTS',
            'FramesNotDecodable']
 
 #: Events counted in this process: ``timestamps_replaced`` (files whose timestamps were unusable),
@@ -318,6 +319,20 @@ def _index_from_decord(decord, path: str, key: Tuple) -> Optional[StreamIndex]:
     _drop_handoff()
     _HANDOFF[key] = (vr, container)
     return index
+
+
+def forget(disk: bool = False) -> None:
+    """Forget every index, verdict and warning this process holds (the next read of a file starts over, as in a new
+    process); with ``disk=True`` also delete the on-disk cache (:func:`index_cache_dir`), as on a new machine. For
+    tests and benchmarks."""
+    for d in (_INDEX_CACHE, _VERDICTS, _DECODABLE, _REFERENCE):
+        d.clear()
+    for s in (_WARNED, _NO_SEEK, _PYAV_INDEX):
+        s.clear()
+    _drop_handoff()
+    root = index_cache_dir()
+    if disk and root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _drop_handoff() -> None:
