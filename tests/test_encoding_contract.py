@@ -290,7 +290,7 @@ def _v(t: int = 2, h: int = 4, w: int = 4, b: int = 2, seed: int = 0) -> torch.T
 def test_video_kinds_cover_the_3d_encodings():
     assert {'ape', 'st_ape', 'sincos1d', 'sincos3d', 'nope', 'peg', 'fourier', 'rope3d', 'rope_mixed', 'comrope',
             'liere', 'irpe'} <= set(VIDEO_KINDS)
-    assert set(IMAGE_ONLY_KINDS) == {'sincos', 'rope_axial', 'sincos_lape', 'urpe'}
+    assert set(IMAGE_ONLY_KINDS) == {'sincos', 'rope_axial', 'sincos_lape', 'urpe', 'loope'}
 
 
 @pytest.mark.parametrize('kind', IMAGE_ONLY_KINDS)
