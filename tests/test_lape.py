@@ -130,8 +130,10 @@ def test_options_and_errors(golden):
     assert create_pos_encoding('sincos_lape', geo, dict(extrapolation='pi')).extrapolation.strategy == 'pi'
     with pytest.raises(ValueError, match="extrapolation 'yarn' does not apply"):
         create_pos_encoding('ape_lape', geo, dict(extrapolation='yarn'))
-    with pytest.raises(ValueError, match='unknown pe_kwargs'):
+    with pytest.raises(ValueError, match=r"ape_lape \(LaPE over ape\): unknown pe_kwargs \['bogus'\]"):
         create_pos_encoding('ape_lape', geo, dict(bogus=1))
+    with pytest.raises(ValueError, match=r"sincos_lape \(LaPE over sincos\): .*extrapolation 'ntk' does not apply"):
+        create_pos_encoding('sincos_lape', geo, dict(extrapolation='ntk'))
     # official checkpoint into the paper form: refused, naming the fix
     paper = _official_model(golden, chain_norms=False)
     with pytest.raises(CheckpointMismatchError, match='chain_norms=True'):

@@ -88,7 +88,10 @@ class LaPE(PosEncoding):
             raise ValueError(f'{self._name()}: depth must be >= 1, got {depth}')
         geometry = dict(dim=dim, num_heads=num_heads, depth=depth, grid_size=tuple(grid_size),
                         num_prefix_tokens=num_prefix_tokens, num_class_tokens=num_class_tokens)
-        self.base = create_pos_encoding(self.base_kind, geometry, base_kwargs)
+        try:
+            self.base = create_pos_encoding(self.base_kind, geometry, base_kwargs)
+        except ValueError as e:  # the base's one-line message, naming the LaPE kind too
+            raise ValueError(f'{self._name()} (LaPE over {self.base_kind}): {e}') from None
         self.dim, self.depth = int(dim), int(depth)
         self.chain_norms = bool(chain_norms)
         self.norms = nn.ModuleList([nn.LayerNorm(dim, eps=norm_eps) for _ in range(self.depth)])
