@@ -70,9 +70,10 @@ def apply_rope(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor, layout: st
     """Rotate ``x`` ``(..., L, D)`` by tables from :func:`rope_sin_cos` (broadcast against ``x``), out of place.
 
     Pair ``(a, b)`` becomes ``(a cos - b sin, b cos + a sin)``. The result has ``x``'s dtype; the arithmetic runs in
-    the tables' precision (float32), see the module docstring.
+    the tables' precision (float32), see the module docstring. A strided ``x`` (q, k, v split from the fused ``qkv``
+    projection) is made contiguous first: the same numbers, faster on CPU than rotating the strided view.
     """
-    return apply_rot_embed(x, sin, cos, half=layout == 'half')
+    return apply_rot_embed(x.contiguous(), sin, cos, half=layout == 'half')
 
 
 def grid_coords(grid: Sequence[int], device: Optional[torch.device] = None, normalized: bool = False) -> torch.Tensor:
