@@ -220,3 +220,13 @@ def test_video_llm_generates_left_padded_as_alone(scheme, head_order):
     with torch.no_grad():
         full = m(b['input_ids'], b['attention_mask'], videos=clips, video_grid_thw=b['video_grid_thw'])
     torch.testing.assert_close(out.logits[:, 0], full.logits[:, -1].float(), **tol)
+
+
+def test_video_llm_takes_mspoe_at_construction():
+    from zoo.models.vlm import create_video_llm
+    from test_vlm import TOWER
+    m = create_video_llm('pe_vlm_tiny_rope1d', tower_kwargs=dict(TOWER), dim=64, depth=2, num_heads=2, num_kv_heads=1,
+                         mlp_hidden=64, extrapolation=dict(strategy='mspoe', head_order='outlier', layers=[1]))
+    ext = m.decoder.pe.extrapolation
+    assert ext.strategy == 'mspoe' and dict(ext.mspoe)['layers'] == (1,)
+    assert 'mspoe (ratios 1.2..1.8, head order outlier)' == ext.describe()

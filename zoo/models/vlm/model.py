@@ -93,6 +93,9 @@ class VideoLLM(nn.Module):
         pretrained_tower: load timm's weights for the tower name (from the local cache).
         p_rope: p-RoPE (Barbero et al., arXiv:2410.06205): the fraction of the decoder's rotary pairs that
             rotate, the highest frequencies (``multimodal_rope``'s option); 1 = plain RoPE.
+        extrapolation: the decoder encoding's training-free strategy (``'none'``), e.g.
+            ``dict(strategy='mspoe', layers=[2, 3])`` (Ms-PoE, ``docs/mspoe.md``) or ``dict(strategy='yarn',
+            train_grid=(...))``; ``decoder.pe.set_extrapolation`` switches it later.
 
     Attributes:
         tokenizer: :class:`VLMTokenizer` (its ``vocab_size`` is the embedding size).
@@ -115,7 +118,7 @@ class VideoLLM(nn.Module):
                  num_kv_heads: int = 2, head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None,
                  theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
                  scheme_options: Optional[Mapping[str, Any]] = None, max_seq_len: int = 32768,
-                 pretrained_tower: bool = False, p_rope: float = 1.0):
+                 pretrained_tower: bool = False, p_rope: float = 1.0, extrapolation: Any = 'none'):
         super().__init__()
         spec = get_scheme(scheme)
         spec.options(dict(scheme_options or {}))  # validate now, before the tower is built
@@ -129,7 +132,7 @@ class VideoLLM(nn.Module):
         self.projector = PatchMerger(self.tower.out_features, dim, self.merge)
         self.decoder = Decoder(self.tokenizer.vocab_size, dim, depth, num_heads, num_kv_heads, head_dim, mlp_hidden,
                                scheme, theta, mrope_section, scheme_options=scheme_options,
-                               p_rope=p_rope)
+                               p_rope=p_rope, extrapolation=extrapolation)
         self.pe_name = f'multimodal_rope/{spec.name}'
         self.data_config = self._data_config()
 
@@ -389,7 +392,7 @@ VLM_SIZES: Dict[str, Dict[str, Any]] = {
 }
 _KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge_size', 'dim', 'depth', 'num_heads',
            'num_kv_heads', 'head_dim', 'mlp_hidden', 'theta', 'mrope_section', 'scheme_options', 'max_seq_len',
-           'pretrained_tower', 'p_rope')
+           'pretrained_tower', 'p_rope', 'extrapolation')
 
 
 def vlm_schemes() -> List[str]:
@@ -412,7 +415,7 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
         name: ``pe_vlm_{tiny,small}_{scheme}`` (see :func:`list_video_llms`).
         **kwargs: overrides of the size's defaults: ``vision_tower`` (a timm model name), ``tower_kwargs``,
             ``temporal_patch_size``, ``dim``, ``depth``, ``num_heads``, ``num_kv_heads``, ``head_dim``,
-            ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``,
+            ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``, ``extrapolation``,
             ``pretrained_tower``, ``spatial_merge_size``, ``p_rope``.
 
     Returns:
