@@ -219,19 +219,21 @@ def collect(args):
         if m:
             curves[f'{scheme} (seed {seed})'] = dict(metrics=m, done=done(os.path.join(args.out, name)),
                                                     minutes=_minutes(os.path.join(args.out, name) + '.log'),
-                                                    letters=_last_letters(os.path.join(args.out, name)))
+                                                    letters=_last_letters(os.path.join(args.out, name)),
+                                                    lows=_last_letters(os.path.join(args.out, name), below=50.0))
     df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     return df, pd.DataFrame(preds), curves
 
 
-def _last_letters(run: str) -> str:
-    """The last epoch's training accuracy per right letter from ``train_classes.csv`` (``A 37 / B 63 / ...``)."""
+def _last_letters(run: str, below: float = math.inf) -> str:
+    """The last epoch's training accuracy per right letter from ``train_classes.csv`` (``A 37 / B 63 / ...``), only
+    the letters below ``below`` percent."""
     path = os.path.join(run, 'train_classes.csv')
     if not os.path.isfile(path):
         return ''
     import pandas as pd
     tc = pd.read_csv(path)
-    last = tc[tc['epoch'] == tc['epoch'].max()]
+    last = tc[(tc['epoch'] == tc['epoch'].max()) & (tc['top1'] < below)]
     return ' / '.join(f'{r.outcome} {r.top1:.0f}' for r in last.itertuples())
 
 
@@ -290,8 +292,8 @@ def write_docs(args) -> None:
                '(from the repository root; finished runs and evaluations are skipped, an interrupted run resumes '
                'from its last epoch). Not yet in: ' + ', '.join(lb for lb in planned if lb not in finished) + '.',
                '']
-    md += ['Command (from the repository root; each run about 10-40 minutes on this project\'s busy 2-core CPU, '
-           f'{args.jobs} at a time):', '', f'    {RESUME_CMD}', '',
+    md += [f'Command (from the repository root; {args.jobs} runs at a time, each run\'s training minutes on this '
+           'project\'s busy 2-core CPU are in the runs table):', '', f'    {RESUME_CMD}', '',
            '## Setup', '',
            f'- **Question** (`zoo make-videoqa --tasks flash_position`): a 16-px square (a 2x2 merged tower token '
            'at 32 px) on grey is shown in exactly one of 4 blocks of 8 raw frames of a 32-frame clip; "When is the '
@@ -309,8 +311,8 @@ def write_docs(args) -> None:
            f'AdamW lr {cfg["lr"]:g}, {cfg["epochs"]} epochs x {upe} = {cfg["epochs"] * upe} updates; '
            f'`sched: hold_cosine`: the peak LR is held until an epoch\'s training accuracy reaches {hold:.1f} % '
            '(halfway from chance to 100 %), then decays by a cosine over the updates left.',
-           f'- **Evaluation**: `zoo eval-video` at {", ".join(map(str, EVAL_FRAMES))} frames (segment midpoints), '
-           f'greedy letter answers; {TRAIN_FRAMES} is the training frame count.',
+           f'- **Evaluation**: `zoo eval-video` of each run\'s final weights at {", ".join(map(str, EVAL_FRAMES))} '
+           f'frames (segment midpoints), greedy letter answers; {TRAIN_FRAMES} is the training frame count.',
            f'- **Acceptance**: a run is *learned* if it answers >= {LEARNED_MIN:.0f} % right at {TRAIN_FRAMES} frames '
            f'and its most frequent letter there is < {ONE_LETTER:.0f} % of its answers; any other run is listed as '
            'not learned, with its training curve, and is left out of every comparison.', '']
@@ -358,6 +360,12 @@ def write_docs(args) -> None:
             md.append(f'- {lb}: ' + ', '.join(f'{r["train_top1"]:.0f} ({r["train_top_share"]:.0f})'
                                               for r in curves[lb]['metrics']))
         md.append('')
+        split = {lb: curves[lb]['lows'] for lb in not_learned if curves[lb]['lows'] and any(
+            r['train_top1'] >= hold for r in curves[lb]['metrics'])}
+        if split:
+            md += ['Left the one-letter plateau but not learned: right letters still below 50 % training accuracy '
+                   'at the last epoch (the question is only partly solved: the other quarters are told apart): '
+                   + '; '.join(f'{lb}: {v}' for lb, v in split.items()) + '.', '']
     if curves:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for label, c in curves.items():
