@@ -75,13 +75,18 @@ def series_styles(df: pd.DataFrame) -> Dict[str, Dict[str, Any]]:
 
 
 def color_range(values) -> tuple:
-    """Colour limits spanning the finite values (whole points), so that small differences stay visible."""
+    """Colour limits spanning the finite values (whole points), so that small differences stay visible; one value
+    alone gets 5 points either side, kept inside 0-100 when the values are percentages (never -1..1 for a 0 %)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if not v.size:
         return 0., 100.
     lo, hi = float(np.floor(v.min())), float(np.ceil(v.max()))
-    return (lo, hi) if hi > lo else (lo - 1., hi + 1.)
+    if hi > lo:
+        return lo, hi
+    if 0 <= lo and hi <= 100:
+        return max(0., lo - 5.), min(100., hi + 5.)
+    return lo - 5., hi + 5.
 
 
 def plot_scaling(df: pd.DataFrame, path: str, title: str) -> None:
