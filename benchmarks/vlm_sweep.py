@@ -430,9 +430,13 @@ def write_docs(args) -> None:
             md.append(where + ', '.join(f'{s} {means[s]:.1f}' for s in ranked) + f'; seed spread {max(spreads):.1f}, '
                       f'bar {bar:.1f} points: ' + ('; '.join(held) if held else 'no difference holds') + '.')
         md.append('')
-    elif finished:
-        md += ['## Accuracy against frames', '', 'No finished run has learned the question yet, so nothing is '
-               'ranked.', '']
+    else:
+        stale = os.path.join(args.docs, 'video_qa_accuracy.png')
+        if os.path.isfile(stale):  # a plot of runs that are no longer (or not yet) in
+            os.remove(stale)
+        if finished:
+            md += ['## Accuracy against frames', '', 'No finished run has learned the question yet, so nothing is '
+                   'ranked.', '']
     md += ['## Notes', '',
            '- The earlier version of this page trained 360 updates on the original `make-videoqa` tasks and every '
            'scheme answered one letter: those tasks cannot be answered at 8 of 32 frames (2-frame `counting` '
