@@ -207,7 +207,7 @@ class ArtPE(nn.Module):
         self.dim, self.side, self.major_axis = dim, side, major_axis
         self.img_size = 16 * side
         self.cls_token = nn.Parameter(torch.zeros(1, dim))
-        self.wrap_pos_hilbert = nn.Parameter(torch.zeros(side * side, 1), requires_grad=False)
+        self.register_buffer('wrap_pos_hilbert', torch.zeros(side * side, 1))  # the 1-based Gilbert steps
         self.register_buffer('div_term', torch.zeros(1, dim // 2))
         self.art_conv = nn.Sequential(
             nn.Conv2d(5, 32, kernel_size=16, stride=16), nn.GELU(),
