@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import zoo  # noqa: F401
+import zoo  # noqa: F401  (registers the models)
 from zoo.encodings import CheckpointMismatchError, Positions, create_pos_encoding
-from zoo.encodings.loope import LOOPE, gilbert_index_grid, gilbert_order, hilbert_sincos
+from zoo.encodings.loope import gilbert_index_grid, gilbert_order, hilbert_sincos
 from zoo.models.vit import PEVisionTransformer
 
 from conftest import load_golden

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-import zoo  # noqa: F401
+import zoo  # noqa: F401  (registers the models)
 from zoo.encodings import Positions, create_pos_encoding
 from zoo.encodings.base import pe_aux_loss
 from zoo.encodings.seqpe import SeqPE, position_digits

@@ -2,7 +2,8 @@
 
 Paper: "LOOPE: Learnable Optimal Patch Order in Positional Embeddings for Vision Transformers" (Chowdhury et al.,
 2025, arXiv:2504.14386); the official code is AbtahiMajeed144/LOOPE (``models/positional_encodings/hilbert.py``,
-``art_pe.py``, commit ``945704c``). The facts used here are those of ``../shared/golden/seeds/README-ids.md``, section 5.
+``art_pe.py``, commit ``945704c``). The facts used here are those of
+``../shared/golden/seeds/README-ids.md``, section 5.
 
 * **Patch order.** The Gilbert curve (J. Cerveny's generalised Hilbert curve for any ``W x H`` rectangle) visits every
   patch once with unit steps. Patch ``(row, col)`` gets its 1-based step ``g(row, col)`` on the curve

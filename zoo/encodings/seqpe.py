@@ -37,7 +37,6 @@ grids are refused with the fix). In eval mode the PE of a grid is cached per (gr
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence, Tuple
 
 import torch
