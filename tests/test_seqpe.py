@@ -53,44 +53,48 @@ def test_aux_loss_is_a_scalar_with_gradients_to_every_parameter():
     torch.testing.assert_close(a, only_ct.contrastive_loss())
 
 
+def _aware(positions):
+    """Sin-cos features per axis: the cosine similarity of two positions is the mean of ``cos(w dp)``, a function of
+    their difference only, falling with distance over the ranges used here."""
+    w = torch.tensor([0.05, 0.1, 0.2, 0.4])
+    ang = positions.float()[:, :, None] * w
+    return torch.cat([ang.sin(), ang.cos()], -1).flatten(1)
+
+
 def test_contrastive_target_is_the_nearest_candidate():
     """With an embedding whose cosine similarity falls with position distance, the contrastive loss is far lower than
-    with the random initial encoder (the loss rewards distance-aware embeddings; it would fail on a wrong target)."""
-    pe = _pe(grid=(16, 16), n_anchors=64, n_candidates=8)
-
-    def aware(positions):  # 2D sin-cos features: cos similarity = mean of cos(w * dp)
-        w = torch.tensor([0.05, 0.1, 0.2, 0.4])
-        ang = positions.float()[:, :, None] * w
-        return torch.cat([ang.sin(), ang.cos()], -1).flatten(1)
+    with the random initial encoder or a scrambled one (the loss rewards distance-aware embeddings; it would fail on a
+    wrong target)."""
+    pe = _pe(grid=(8, 8), n_anchors=64, n_candidates=8, distill_scale=2.0)
     torch.manual_seed(3)
     random_loss = pe.contrastive_loss().detach()
-    pe.encode = aware
+    pe.encode = _aware
     torch.manual_seed(3)
     aware_loss = pe.contrastive_loss()
-    pe.encode = lambda p: aware(p * torch.tensor([[7, 13]]) % 16)  # scrambled positions
+    pe.encode = lambda p: _aware(p * torch.tensor([[7, 13]]) % 16)  # scrambled positions
     torch.manual_seed(3)
     scrambled = pe.contrastive_loss()
     assert float(aware_loss) < 0.7 * float(random_loss) and float(aware_loss) < 0.7 * float(scrambled)
 
 
-def test_distillation_teacher_is_the_scaled_down_position():
-    """A student embedding equal to its teacher's (an encoder of floor(p L / L')) gives zero distillation loss; the
-    plain encoder does not."""
+def test_distillation_vanishes_for_shift_invariant_similarities():
+    """The students are the teachers' cells in a window shifted beyond the training grid: an embedding whose
+    similarities depend only on position differences gives zero loss, a generic encoder does not."""
     pe = _pe(grid=(4, 6), distill_scale=3.0)
+    shifts = pe.distill_shifts(512)
+    ext, rng = torch.tensor([4, 6]), torch.tensor([12, 18])
+    assert bool((shifts >= ext).any(-1).all()) and bool((shifts + ext <= rng).all()) and bool((shifts >= 0).all())
     with torch.no_grad():  # spread the embeddings (the initial encoder maps every position nearly alike)
         for p in pe.parameters():
             p.normal_(0, 0.5)
     torch.manual_seed(0)
     assert float(pe.distill_loss().detach()) > 1e-2
-    inner = pe.encode
-    ext, big = torch.tensor([4, 6]), torch.tensor([12, 18])
-
-    def scaled(p):
-        teacher_like = torch.where((p >= ext).any(-1, keepdim=True), torch.div(p * ext, big, rounding_mode='floor'), p)
-        return inner(teacher_like)
-    pe.encode = scaled
+    pe.encode = _aware
     torch.manual_seed(0)
-    assert float(pe.distill_loss().detach()) < 1e-6
+    assert float(pe.distill_loss()) < 1e-6
+    pe.encode = lambda p: _aware(p ** 2)  # not shift-invariant
+    torch.manual_seed(0)
+    assert float(pe.distill_loss()) > 1e-3
 
 
 def test_eval_cache_and_training_recompute():
@@ -140,7 +144,7 @@ def test_refusals():
     with pytest.raises(ValueError, match='enc_dim'):
         _pe(enc_heads=5)
     with pytest.raises(ValueError, match='distill_scale'):
-        _pe(distill_scale=1.0)
+        _pe(distill_scale=1.5)
     with pytest.raises(ValueError, match='2D encoding'):
         _pe().embed(torch.zeros(1, 32, 32), Positions((2, 4, 4)))
     with pytest.raises(ValueError, match=r'\(N, 2\)'):

@@ -6,7 +6,8 @@ as left-padded digits (position (2, 3) of a 4x4 grid is "0 2 0 3"); a lightweigh
 its embedding end to end; two regularisers shape the embedding space: a **contrastive** objective aligning
 embedding distances with a position-distance function, and a **knowledge-distillation** loss anchoring
 out-of-distribution positions to in-distribution teacher representations. No official numbers are reproduced here
-(no golden file exists); the equations below are this implementation's, written from that description.
+(no golden file exists); the encoder's sizes are this implementation's, the regularisers follow the official code's
+form (below, with the differences named).
 
 **Encoder.** Axis order ``(row, col)`` for images, ``(row, col, t)`` for videos (time last, so an image encoder
 inflates by appending time slots). Position ``p`` (integers, ``0 <= p_a < base^k``) becomes the token sequence
@@ -16,18 +17,21 @@ base-``base`` digits of each axis, most significant first. Token ``n`` embeds as
 ``enc_dim``, ``enc_heads`` heads), a LayerNorm, and a Linear ``enc_dim -> dim`` of the summary token's output give
 ``PE(p)``, added to the patch token at ``p``. Prefix tokens (class, registers) get nothing.
 
-**Regularisers** (:meth:`SeqPE.aux_loss`, added to the training loss by ``zoo train --pe-aux-loss WEIGHT``):
+**Regularisers** (:meth:`SeqPE.aux_loss`, added to the training loss by ``zoo train --pe-aux-loss WEIGHT``), in
+the form of the official image code (ghrua/seqpe, ``image_seqpe/models/pe_criterion.py``, ``pe_sampler.py``: the
+facts, not the code), over the sampling range ``R = distill_scale x`` the training grid per axis:
 
 * contrastive: ``n_anchors`` anchors ``u`` and, per anchor, ``n_candidates`` candidates ``v_m`` drawn uniformly from
-  the training grid; logits ``l_m = cos(PE(u), PE(v_m)) / tau``; cross-entropy with the candidate nearest to ``u``
-  (Euclidean distance of the integer positions, first on ties) as the target class: embeddings of nearer positions
-  are pulled closer than those of farther ones;
-* distillation: ``n_anchors`` out-of-distribution positions ``v'`` drawn uniformly from the grid ``distill_scale``
-  times larger per axis (rows drawn again until at least one axis lies beyond the training grid); the teacher is the
-  in-distribution position ``v = floor(v' L / L')`` per axis (``L`` the training extent, ``L'`` the enlarged one), its
-  embedding detached; with ``n_candidates`` in-distribution reference positions ``r_j``, the loss is
-  ``KL(softmax_j cos(PE(v), PE(r_j)) / tau || softmax_j cos(PE(v'), PE(r_j)) / tau)``: the OOD embedding relates to
-  the trained ones as its scaled-down teacher does.
+  ``R``; logits ``l_m = cos(PE(u), PE(v_m)) / tau``; cross-entropy with the candidate nearest to ``u`` (Euclidean
+  distance of the integer positions, first on ties) as the target class. (Official: dot products times a scale, and
+  a mix of random, hard and near-range negatives.)
+* distillation ("transfer" in the official code): ``n_anchors`` windows of the training grid's size shifted by ``s``
+  (uniform in ``R`` minus the window, at least one axis shifted by a whole grid extent, so the window lies beyond the
+  training grid along it); in each, ``n_candidates`` cells ``c`` of the grid; the students are ``PE(c + s)``, the
+  teachers ``PE(c)`` (detached). With ``S`` and ``T`` the ``n_candidates x n_candidates`` row-softmaxed self-similarity
+  matrices ``softmax_j cos(PE(x_i), PE(x_j)) / tau`` of the students and of the teachers,
+  ``L_kd = KL(T || S) + KL(S || T)`` (``T`` fixed): shifted positions relate to each other as the trained ones do.
+  (Official: dot products times a scale.)
 
 ``aux_loss() = contrastive_weight * L_ct + distill_weight * L_kd``, a scalar tensor with a gradient to every encoder
 parameter; it draws with the global RNG (``torch.manual_seed`` makes it repeatable).
@@ -75,7 +79,8 @@ class SeqPE(PosEncoding):
         enc_dim, enc_depth, enc_heads: the position encoder's width, blocks and heads.
         n_anchors, n_candidates: positions per regulariser draw (anchors; candidates / references per anchor).
         tau: temperature of both regularisers.
-        distill_scale: the out-of-distribution grid is this many times the training grid per axis (> 1).
+        distill_scale: the regularisers' sampling range, this many times the training grid per axis (>= 2, so a
+            whole shifted window fits beyond the training grid).
         contrastive_weight, distill_weight: the two terms of :meth:`aux_loss`.
 
     Parameters: ``digit_embed`` ``(base, enc_dim)``, ``slot_embed`` ``(1 + A k, enc_dim)``, ``blocks.*``, ``norm.*``,
@@ -91,7 +96,7 @@ class SeqPE(PosEncoding):
 
     def __init__(self, dim: int, grid_size: Tuple[int, ...], num_digits: int = 3, base: int = 10, enc_dim: int = 64,
                  enc_depth: int = 2, enc_heads: int = 4, n_anchors: int = 32, n_candidates: int = 16,
-                 tau: float = 0.1, distill_scale: float = 2.0, contrastive_weight: float = 1.0,
+                 tau: float = 0.1, distill_scale: float = 4.0, contrastive_weight: float = 1.0,
                  distill_weight: float = 1.0):
         super().__init__()
         self.grid_size = parse_grid_size('seqpe', grid_size)
@@ -104,8 +109,8 @@ class SeqPE(PosEncoding):
                 raise ValueError(f'seqpe {k} must be an integer >= {low.get(k, 1)}, got {v!r}')
         if enc_dim % enc_heads:
             raise ValueError(f'seqpe enc_dim ({enc_dim}) must be divisible by enc_heads ({enc_heads})')
-        if not tau > 0 or not distill_scale > 1 or contrastive_weight < 0 or distill_weight < 0:
-            raise ValueError(f'seqpe needs tau > 0, distill_scale > 1 and weights >= 0; got tau={tau}, '
+        if not tau > 0 or not distill_scale >= 2 or contrastive_weight < 0 or distill_weight < 0:
+            raise ValueError(f'seqpe needs tau > 0, distill_scale >= 2 and weights >= 0; got tau={tau}, '
                              f'distill_scale={distill_scale}, contrastive_weight={contrastive_weight}, '
                              f'distill_weight={distill_weight}')
         self.axes = len(self.grid_size)
@@ -193,41 +198,51 @@ class SeqPE(PosEncoding):
         g = self.grid_size
         return torch.tensor(g[1:] + g[:1] if self.video else g)
 
+    def _range(self) -> torch.Tensor:
+        """The regularisers' sampling range per axis: ``distill_scale`` x the training grid, at most ``base^k``."""
+        ext = self._extents()
+        return (ext.double() * self.distill_scale).floor().long().clamp(max=self.base ** self.num_digits)
+
     def _draw(self, n: int, extents: torch.Tensor, device) -> torch.Tensor:
         return (torch.rand(n, self.axes, device=device) * extents.to(device)).floor().long()
 
     def contrastive_loss(self) -> torch.Tensor:
         """The contrastive regulariser ``L_ct`` (module docstring), a scalar."""
         device = self.digit_embed.device
-        ext = self._extents()
+        rng = self._range()
         a, m = self.n_anchors, self.n_candidates
-        anchors, cands = self._draw(a, ext, device), self._draw(a * m, ext, device).view(a, m, -1)
+        anchors, cands = self._draw(a, rng, device), self._draw(a * m, rng, device).view(a, m, -1)
         emb = F.normalize(self.encode(torch.cat([anchors, cands.reshape(a * m, -1)])), dim=-1)
         e_anchor, e_cand = emb[:a], emb[a:].view(a, m, -1)
         logits = torch.einsum('ad,amd->am', e_anchor, e_cand) / self.tau
         target = (cands - anchors[:, None]).float().norm(dim=-1).argmin(dim=-1)
         return F.cross_entropy(logits, target)
 
+    def distill_shifts(self, n: int, device=None) -> torch.Tensor:
+        """``(n, A)`` window shifts of the distillation: uniform in ``[0, R_a - L_a]`` per axis, drawn again until at
+        least one axis is shifted by ``>= L_a`` (the window lies beyond the training grid along it)."""
+        ext, rng = self._extents().to(device), self._range().to(device)
+        room = rng - ext + 1
+        shifts = self._draw(n, room, device)
+        for _ in range(64):
+            inside = (shifts < ext).all(dim=-1)
+            if not bool(inside.any()):
+                return shifts
+            shifts = torch.where(inside[:, None], self._draw(n, room, device), shifts)
+        return torch.where((shifts < ext).all(dim=-1, keepdim=True), shifts + ext * (room > ext).long(), shifts)
+
     def distill_loss(self) -> torch.Tensor:
         """The distillation regulariser ``L_kd`` (module docstring), a scalar."""
         device = self.digit_embed.device
-        ext = self._extents()
-        big = (ext.double() * self.distill_scale).floor().long().clamp(max=self.base ** self.num_digits)
         a, m = self.n_anchors, self.n_candidates
-        student = self._draw(a, big, device)
-        inside = (student < ext.to(device)).all(dim=-1)
-        for _ in range(8):  # redraw rows that fell inside the training grid
-            if not bool(inside.any()):
-                break
-            student = torch.where(inside[:, None], self._draw(a, big, device), student)
-            inside = (student < ext.to(device)).all(dim=-1)
-        teacher = torch.div(student * ext.to(device), big.to(device), rounding_mode='floor')
-        refs = self._draw(m, ext, device)
-        emb = F.normalize(self.encode(torch.cat([student, teacher, refs])), dim=-1)
-        e_s, e_t, e_r = emb[:a], emb[a:2 * a].detach(), emb[2 * a:]
-        log_s = F.log_softmax(e_s @ e_r.t() / self.tau, dim=-1)
-        log_t = F.log_softmax(e_t @ e_r.detach().t() / self.tau, dim=-1)
-        return F.kl_div(log_s, log_t, log_target=True, reduction='batchmean')
+        teacher = self._draw(a * m, self._extents(), device).view(a, m, -1)
+        student = teacher + self.distill_shifts(a, device)[:, None]
+        emb = F.normalize(self.encode(torch.cat([student.reshape(a * m, -1), teacher.reshape(a * m, -1)])), dim=-1)
+        e_s, e_t = emb[:a * m].view(a, m, -1), emb[a * m:].view(a, m, -1).detach()
+        log_s = F.log_softmax(e_s @ e_s.transpose(1, 2) / self.tau, dim=-1).flatten(0, 1)
+        log_t = F.log_softmax(e_t @ e_t.transpose(1, 2) / self.tau, dim=-1).flatten(0, 1)
+        return (F.kl_div(log_s, log_t, log_target=True, reduction='batchmean') +
+                F.kl_div(log_t, log_s, log_target=True, reduction='batchmean'))
 
     def aux_loss(self) -> torch.Tensor:
         """``contrastive_weight * L_ct + distill_weight * L_kd``: a scalar tensor on the encoding's device, with a
