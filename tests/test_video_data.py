@@ -571,3 +571,39 @@ def test_the_test_session_writes_no_cache_to_the_home_directory():
     home = os.path.realpath(os.path.expanduser('~')) + os.sep
     for path in (index_cache_dir(), os.environ['XDG_CACHE_HOME'], os.environ['MPLCONFIGDIR'], matplotlib.get_cachedir()):
         assert not os.path.realpath(path).startswith(home), path
+
+
+@pytest.mark.parametrize('world,batch_size', [(2, 2), (3, 2), (2, 8)])
+def test_distributed_shares_still_count_every_unreadable_file(tmp_path, world, batch_size):
+    """Regression: a DistributedSampler(drop_last=True), as zoo train uses with several processes, leaves a few
+    samples out of every share (so that the shares are equal); an unreadable file there was never read nor counted.
+    Now the processes' counts add up to every file once, every epoch, and all processes run as many batches."""
+    from torch.utils.data import DistributedSampler
+    from zoo.datasets.splits import make_loader
+    root = tmp_path / 'train'
+    _two_class_videos(root, per_class=3)
+    (root / 'b_cls' / 'zz_empty.mp4').write_bytes(b'')
+    ds = SafeVideoFolder(str(root), sampling=FrameSampling('uniform', 2), size=16)
+    assert len(ds) == 7
+    drop_last = len(ds) // world > batch_size  # as zoo.train.loop chooses
+    empty = next(i for i, (p, _) in enumerate(ds.samples) if p.endswith('zz_empty.mp4'))
+    left_out = 0
+    for epoch in range(12):
+        bad, read, steps, shares = 0, 0, set(), set()
+        for rank in range(world):
+            sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=1, drop_last=True)
+            sampler.set_epoch(epoch)
+            shares.update(sampler)
+            loader = make_loader(ds, batch_size, 0, False, sampler=sampler, drop_last=drop_last,
+                                 collate_fn=collate_video_skip_bad)
+            steps.add(len(loader))
+            n = 0
+            for clips, targets, bad_b, _ in loader:
+                bad += len(bad_b)
+                read += len(targets) + len(bad_b)
+                n += 1
+            assert n == len(loader)
+        assert bad == 1, (epoch, world, batch_size)
+        assert len(steps) == 1
+        left_out += empty not in shares
+    assert left_out  # the sampler left the empty file out of every share in some epochs (it is counted there too)

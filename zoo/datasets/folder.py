@@ -18,7 +18,8 @@ from torch.utils.data import Sampler
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['BadSample', 'CheckOnly', 'Unused', 'TailCheckingBatchSampler', 'SafeFolderMixin', 'split_bad', 'find_split',
-           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_data_dir']
+           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_data_dir',
+           'left_out_by']
 
 
 @dataclass(frozen=True)
@@ -229,20 +230,45 @@ class Unused:
     path: str
 
 
+def left_out_by(sampler: Any) -> List[int]:
+    """The samples a ``DistributedSampler(drop_last=True)`` leaves out of every process's share this epoch (fewer than
+    the number of processes, so that the shares are equal), the ``j``-th of them given to process ``j``; ``[]`` for
+    any other sampler. Found through the public API: the shares of all processes, drawn as the sampler draws them
+    (same seed and epoch), against the whole dataset."""
+    from torch.utils.data import DistributedSampler
+    if not (isinstance(sampler, DistributedSampler) and sampler.drop_last):
+        return []
+    n, world = len(sampler.dataset), sampler.num_replicas  # type: ignore[arg-type]
+    if n % world == 0:
+        return []
+    taken = set()
+    for rank in range(world):
+        other = DistributedSampler(sampler.dataset, num_replicas=world, rank=rank, shuffle=sampler.shuffle,
+                                   seed=sampler.seed, drop_last=True)
+        other.set_epoch(sampler.epoch)
+        taken.update(other)
+    left = [i for i in range(n) if i not in taken]
+    return left[sampler.rank::world]
+
+
 class TailCheckingBatchSampler(Sampler):
     """``BatchSampler(sampler, batch_size, drop_last=True)`` that still reads the left-over samples: they are
     appended to the last full batch as :class:`CheckOnly` indices, so an unreadable file is counted every epoch
-    whatever the batch size, while no partial batch trains.
+    whatever the batch size, while no partial batch trains. Over a ``DistributedSampler(drop_last=True)``, the few
+    samples it leaves out of every process's share are checked too, each by one process (:func:`left_out_by`), so
+    that the processes' counts add up to every file once.
 
     Args:
-        sampler: the sample order (e.g. a seeded ``RandomSampler``).
+        sampler: the sample order (e.g. a seeded ``RandomSampler``, or a ``DistributedSampler``).
         batch_size: samples per batch.
+        drop_last: ``False``: the last partial batch trains (only the distributed sampler's left-out samples are
+            check-only).
     """
 
-    def __init__(self, sampler: Iterable[int], batch_size: int):
+    def __init__(self, sampler: Iterable[int], batch_size: int, drop_last: bool = True):
         if batch_size < 1:
             raise ValueError(f'batch_size must be at least 1, got {batch_size}')
-        self.sampler, self.batch_size = sampler, batch_size
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self) -> Iterator[List[int]]:
         batch: List[int] = []
@@ -253,11 +279,18 @@ class TailCheckingBatchSampler(Sampler):
                 if last is not None:
                     yield last
                 last, batch = batch, []
+        left = [CheckOnly(i) for i in left_out_by(self.sampler)]
+        if not self.drop_last and batch:  # the partial batch trains; as many batches on every process
+            if last is not None:
+                yield last
+            yield batch + left
+            return
         if last is not None:
-            yield last + [CheckOnly(i) for i in batch]
+            yield last + [CheckOnly(i) for i in batch] + left
 
     def __len__(self) -> int:
-        return len(self.sampler) // self.batch_size  # type: ignore[arg-type]
+        n = len(self.sampler)  # type: ignore[arg-type]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
 def split_bad(batch: Sequence[Any]) -> Tuple[List[Any], List[BadSample]]:

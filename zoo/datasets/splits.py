@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional, Sequence
 
-from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .folder import TailCheckingBatchSampler
@@ -102,13 +102,15 @@ def make_loader(ds, batch_size: int, workers: int, pin_memory: bool, sampler=Non
     the full batches are still read, as check-only items of the last batch
     (:class:`~zoo.datasets.folder.TailCheckingBatchSampler`): an unreadable file is counted every epoch whatever the
     batch size, and no partial batch trains. ``len(loader)`` is the number of full batches, as with ``drop_last``.
+    Over a ``DistributedSampler(drop_last=True)`` (with or without ``drop_last`` here), the few samples it leaves
+    out of every process's share are checked too (:func:`~zoo.datasets.folder.left_out_by`).
     """
     common = dict(num_workers=workers, collate_fn=collate_fn or collate_skip_bad, pin_memory=pin_memory,
                   persistent_workers=False)
-    if drop_last and getattr(ds, 'checks_dropped_tail', False):
+    if getattr(ds, 'checks_dropped_tail', False) and (drop_last or isinstance(sampler, DistributedSampler)):
         if sampler is None:
             sampler = RandomSampler(ds, generator=generator) if shuffle else SequentialSampler(ds)
-        return DataLoader(ds, batch_sampler=TailCheckingBatchSampler(sampler, batch_size), **common)
+        return DataLoader(ds, batch_sampler=TailCheckingBatchSampler(sampler, batch_size, drop_last), **common)
     return DataLoader(ds, batch_size=batch_size, sampler=sampler, shuffle=shuffle, generator=generator,
                       drop_last=drop_last, **common)
 
