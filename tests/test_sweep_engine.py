@@ -286,3 +286,17 @@ def test_a_record_without_fingerprints_is_not_resumed_blindly(tmp_path):
         json.dump(rec, f)
     with pytest.raises(ValueError, match='no plan with checkpoint and data fingerprints.*--overwrite'):
         _sweep(out, resume=True).run()
+
+
+def test_resume_over_a_first_update_cut_before_results_json(tmp_path):
+    out = tmp_path / 'o'  # what an older zoo left when killed between renaming results.csv and results.json
+    os.makedirs(out)
+    (out / 'results.csv').write_text('label,size,value\n')
+    (out / 'scaling.png').write_text('x')
+    assert len(_sweep(out, resume=True).run()['rows']) == len(SIZES)
+    assert _values(out) == [(s, s) for s in SIZES]
+    other = tmp_path / 'x'  # files of something else: never overwritten
+    os.makedirs(other)
+    (other / 'notes.txt').write_text('mine')
+    with pytest.raises(OutputDirError, match=r"holds files \(notes.txt\) but no results.json"):
+        _sweep(other, resume=True).run()
