@@ -88,7 +88,7 @@ def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rn
 def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, size: int = 64, seed: int = 0,
                 clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, val_per_class: Optional[int] = None, fps: int = 8,
                 classes: Optional[Sequence[str]] = None, progress: bool = True, task: str = 'basic',
-                blocks: int = 4) -> Dict:
+                blocks: int = 4, write_splits: Sequence[str] = _SPLITS) -> Dict:
     """Write the synthetic video-folder set.
 
     Args:
@@ -106,6 +106,8 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         progress: show a tqdm bar.
         task: ``basic`` (the eight classes above), ``ranking`` or ``steps`` (:mod:`zoo.datasets.diagnostic_video`).
         blocks: diagnostic tasks: blocks per clip, the training tubelet count (``num_frames`` must be a multiple).
+        write_splits: the splits whose files are written (``meta.json`` records both): a diagnostic set trained with
+            ``zoo train --in-memory-clips`` needs only its validation files for ``zoo eval-frames`` (``zoo demo``).
 
     Returns:
         The metadata written to ``<out_dir>/meta.json`` (arguments, classes, counts, seconds taken).
@@ -140,7 +142,10 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         sets = {split: DiagnosticClips(task, split, max(1, counts[split]), num_frames, size, blocks, seed)
                 for split in _SPLITS}
         segs, clips_dir = sets['train'].backgrounds, None
-    jobs = [(split, ci, cls, i) for split in _SPLITS for ci, cls in enumerate(classes) for i in range(counts[split])]
+    if not set(write_splits) <= set(_SPLITS) or (task == 'basic' and tuple(write_splits) != _SPLITS):
+        raise ValueError(f'write_splits {list(write_splits)}: a subset of {list(_SPLITS)}, diagnostic tasks only')
+    jobs = [(split, ci, cls, i) for split in _SPLITS if split in write_splits for ci, cls in enumerate(classes)
+            for i in range(counts[split])]
     for split, ci, cls, i in tqdm(jobs, desc='make-videos', unit='clip', disable=not progress):
         if task == 'basic':
             rng = np.random.default_rng([seed, _SPLITS.index(split), CLASSES.index(cls), i])
@@ -154,7 +159,7 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
     meta = dict(generator='zoo.datasets.synthetic_video', task=task, classes=list(classes), num_per_class=counts,
                 num_frames=num_frames, size=size, fps=fps, seed=seed, num_background_segments=len(segs))
     if task != 'basic':
-        meta['blocks'] = blocks
+        meta.update(blocks=blocks, written_splits=[s for s in _SPLITS if s in write_splits])
     meta = write_meta(out_dir, meta, clips_dir, t0)
     _logger.info('make-videos: %d clips in %.1f s (%.0f clips/s)', len(jobs), meta['seconds'],
                  len(jobs) / max(meta['seconds'], 1e-9))
