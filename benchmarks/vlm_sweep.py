@@ -94,6 +94,25 @@ def done(run: str) -> bool:
     return ck['epoch'] >= ck['meta']['args']['epochs']
 
 
+def check_recipe(run: str, config: str, seed: int) -> None:
+    """A run left by an earlier sweep must have been trained with the present ``config`` and seed (every key of the
+    YAML that the checkpoint records); otherwise stop, naming the keys and the fix, rather than mix two recipes."""
+    last = os.path.join(run, 'checkpoint-last.pth')
+    if not os.path.isfile(last):
+        return
+    import torch
+    import yaml
+    with open(config) as f:
+        want = dict(yaml.safe_load(f), seed=seed)
+    got = torch.load(last, map_location='cpu', weights_only=True)['meta']['args']
+    diff = {k: (got[k], v) for k, v in want.items() if k in got and k not in ('workers', 'threads') and got[k] != v}
+    if diff:
+        raise SystemExit(f'{run} was trained with another recipe than {config} ('
+                         + ', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in diff.items())
+                         + f'); move or remove {run} (and {os.path.join(os.path.dirname(run), "eval")}) and start the '
+                         'sweep again')
+
+
 def train(zoo: List[str], config: str, seed: int, run: str, env: dict, extra: List[str] = ()) -> int:
     cmd = [*zoo, 'train-vlm', '--config', config, '--seed', str(seed), '--output', run, '--no-progress', *extra]
     if os.path.isfile(os.path.join(run, 'checkpoint-last.pth')):
@@ -192,6 +211,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         write_docs(args)
         return 0
     make_data(zoo, args.out, env)
+    for scheme, seed in plan(args):  # before any training: never a sweep of two recipes
+        check_recipe(os.path.join(args.out, f'{scheme}_s{seed}'), f'configs/vlm_{scheme}.yaml', seed)
     with open(os.path.join(args.out, 'gate.json'), 'w') as f:
         json.dump(gate(zoo, args.out, env), f)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -79,3 +79,15 @@ def test_partial_page_names_the_missing_runs_and_the_resume_command(tmp_path):
     assert 'Not yet in: mrope (seed 1), videorope (seed 0).' in md
     assert '| videorope (seed 0) | not started | | | | | | | |' in md
     assert 'only 1 learned scheme (mrope): nothing to compare.' in md
+
+
+def test_a_run_of_another_recipe_stops_the_sweep(tmp_path):
+    import pytest
+    sweep = _sweep()
+    run = tmp_path / 'mrope_s0'
+    run.mkdir()
+    torch.save(dict(epoch=12, meta=dict(args=dict(epochs=12, seed=0))), run / 'checkpoint-last.pth')
+    with pytest.raises(SystemExit, match=r'another recipe .*epochs: 12 there, 18 now.*remove'):
+        sweep.check_recipe(str(run), os.path.join(ROOT, 'configs', 'vlm_mrope.yaml'), 0)
+    torch.save(dict(epoch=18, meta=dict(args=dict(epochs=18, seed=0))), run / 'checkpoint-last.pth')
+    sweep.check_recipe(str(run), os.path.join(ROOT, 'configs', 'vlm_mrope.yaml'), 0)  # the same recipe: no error
