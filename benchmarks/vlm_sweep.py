@@ -14,7 +14,8 @@ Steps (each a plain ``zoo`` command, logged to ``runs/vlm/<name>.log``):
 3. ``--jobs`` runs at a time (default 2), each ``zoo train-vlm --config configs/vlm_<scheme>.yaml --seed S --output
    runs/vlm/<scheme>_s<S>`` (resumed when a checkpoint is there, skipped when finished), then ``zoo eval-video
    --benchmark mvbench --data-root data/vqa-diag-eval --run ... --frames 4 8 16 32 --output runs/vlm/eval/<run>``;
-   seed 0 of every scheme and seed 1 of the ``--noise-schemes``, in the order seeds of the noise schemes first;
+   seed 0 of every scheme and seed 1 of the ``--noise-schemes`` (right after their seed 0), in ``--schemes`` order;
+   a run left in ``runs/vlm`` by another recipe (config or seed) stops the sweep before any training, naming it;
 4. after every evaluated run: ``docs/results/video_qa.md`` (marked partial until every run is in),
    ``video_qa_results.csv`` (``label``, ``scheme``, ``train_frames``, ``frames``, ``acc_qa``, ``chance``),
    ``video_qa_curves.png`` (training curves) and ``video_qa_accuracy.png``.
