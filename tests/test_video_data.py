@@ -569,7 +569,8 @@ def test_the_test_session_writes_no_cache_to_the_home_directory():
     import matplotlib
     from zoo.datasets.video_streams import index_cache_dir
     home = os.path.realpath(os.path.expanduser('~')) + os.sep
-    for path in (index_cache_dir(), os.environ['XDG_CACHE_HOME'], os.environ['MPLCONFIGDIR'], matplotlib.get_cachedir()):
+    for path in (index_cache_dir(), os.environ['XDG_CACHE_HOME'], os.environ['MPLCONFIGDIR'],
+                 matplotlib.get_cachedir()):
         assert not os.path.realpath(path).startswith(home), path
 
 

@@ -268,3 +268,19 @@ def test_a_read_larger_than_memory_is_refused_before_decoding(files, monkeypatch
         read_video(files['vp9.webm'], FrameSampling('uniform', 100000))
     assert 'GiB' in str(e.value) and 'fewer frames' in str(e.value) and not decoded
 
+
+
+@pytest.mark.parametrize('name', ['hevc-bframes.mp4', 'hevc-bframes.mkv'])
+def test_decord_is_checked_at_several_keyframes(files, name, monkeypatch):
+    """decord reads the x265 files right at some keyframes (the IDR ones) and wrong at the others: a check at one
+    keyframe, the one the request happened to pass, trusted decord with the file when the request stayed near a good
+    keyframe, and later requests got wrong frames. Now a first read inside the good first GOPs still finds it out."""
+    monkeypatch.setenv('ZOO_VIDEO_BACKEND', 'decord')
+    path = files[name]
+    index = video_streams.stream_index(path)
+    good = int(index.keyframes[1])  # decord lands right there (an IDR frame of x265's default GOP structure)
+    clip = read_video(path, FrameSampling('uniform', 3), start=index.times[good], end=index.times[good + 3])
+    assert frame_ids(clip.frames.numpy()) == clip.indices.tolist()
+    assert video_streams.verdict(path).startswith('inexact')
+    later = read_video(path, FrameSampling('uniform', 16))
+    assert frame_ids(later.frames.numpy()) == later.indices.tolist()
