@@ -335,11 +335,22 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
         f'validation files over clip lengths (more frames = denser sampling of the same {DATA_ARGS["frames"]}-frame '
         'clip, uniform segment midpoints) at the training size, and over frame sizes at the training frame count.',
         '']
+    running = [r for r in missing if os.path.isfile(os.path.join(r['output'], 'metrics.csv'))]
+    if running:
+        lines += ['Runs still training or being evaluated (`metrics.csv` so far; not results):', '',
+                  '| run | epochs done | train top-1 per epoch (%) | val top-1 per epoch (%) |', '|---|---|---|---|']
+        for r in running:
+            cur = pd.read_csv(os.path.join(r['output'], 'metrics.csv'))
+            tr = ' '.join(f'{v:.0f}' for v in cur['train_top1']) if 'train_top1' in cur else 'n/a'
+            lines.append(f'| {r["label"]} | {len(cur)} | {tr} | {" ".join(f"{v:.0f}" for v in cur["val_top1"])} |')
+        lines.append('')
+    df = result_rows(done, chance)
+    if done or not os.path.isfile(csv_path):
+        df.to_csv(csv_path, index=False)  # the rows of the finished runs (a header only before the first)
     if not done:
-        lines += ['No run has finished yet; see the logs in `runs/video/`.', '']
+        lines += ['No run has finished its evaluation yet, so there are no results; see the logs in `runs/video/`.',
+                  '']
     else:
-        df = result_rows(done, chance)
-        df.to_csv(csv_path, index=False)
         acc = acceptance(done, df, tf, ts)
         learned = [r for r in done if acc[r['label']]['learned']]
         # ranked: seed 0 of every PE whose finished runs all learned
@@ -387,7 +398,8 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
             lines.append(f'| {r["label"]} | {tr} | {rel if rel is not None else "never (held to the end)"} |')
         lines.append('')
         curves_plot(done, curves, chance)
-        show = df.assign(label=[lab if acc[lab]['learned'] else f'{lab} (not learned)' for lab in df['label']])
+        show = df.assign(label=[lab if acc[lab]['learned'] else f'{lab} (control: no positions)' if pe == 'nope'
+                                else f'{lab} (not learned)' for lab, pe in zip(df['label'], df['pe'])])
         order = [lab for lab in ranked] + [lab for lab in dict.fromkeys(df['label']) if lab not in ranked]
         show = show.set_index(df['label']).loc[[lab for lab in order if lab in set(df['label'])]].reset_index(drop=True)
         lines += [f'## Top-1 (%) against frames, at the training size ({ts} px)', '',
@@ -395,7 +407,10 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
                   f'## Top-1 (%) against frame size, at the training frame count ({tf} frames)', '',
                   pivot_markdown(show[show['frames'] == tf], 'label', 'size', 'top1', 'px'), '',
                   'Ranked (learned) models first, seed 0 and seed 1 rows as labelled; bold: best per column over all '
-                  'rows shown. Chance is 25 %, a model without positions can reach 50 %.', '',
+                  'rows shown. Chance is 25 %, a model without positions can reach 50 %. Below the training frame '
+                  f'count ({tf}) one 2-frame tubelet spans two blocks, so both flashes can fall into one tubelet: '
+                  'part of the loss there is the task, not the encoding; at other sizes the squares and the patch '
+                  'grid are resized together.', '',
                   '![top-1 against frames and size](video.png)', '']
         plot_frames_scaling(show, png, f'Ranking task ({int(DATA_ARGS["val_per_class"]) * num_classes} val clips, '
                                        '4 classes): zero-shot top-1')
