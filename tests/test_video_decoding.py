@@ -284,3 +284,25 @@ def test_decord_is_checked_at_several_keyframes(files, name, monkeypatch):
     assert video_streams.verdict(path).startswith('inexact')
     later = read_video(path, FrameSampling('uniform', 16))
     assert frame_ids(later.frames.numpy()) == later.indices.tolist()
+
+
+def test_a_forked_worker_reads_a_file_its_parent_indexed(files, monkeypatch):
+    """Regression: the parent keeps decord's reader of a file it just indexed for the read that follows; a DataLoader
+    worker forked in between (eval-frames indexes its clips before the workers start) used that reader, whose decoder
+    threads did not fork, and hung in a futex. The child now leaves it alone and reads the right frames."""
+    import signal
+    monkeypatch.setenv('ZOO_VIDEO_BACKEND', 'decord')
+    path = files['h264-bframes.mp4']
+    video_streams.stream_index(path)
+    assert video_streams._HANDOFF  # what the child inherits
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only with the right frames, killed by the alarm if it hangs
+        code = 1
+        try:
+            signal.alarm(30)
+            clip = read_video(path, FrameSampling('uniform', 8))
+            code = 0 if frame_ids(clip.frames.numpy()) == clip.indices.tolist() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f'child status {status} (14: hung)'

@@ -70,6 +70,21 @@ _REFERENCE: Dict[Tuple, Dict[int, np.ndarray]] = {}  # file -> its check frames,
 _PYAV_INDEX: set = set()  # files whose index must come from a PyAV demux pass
 _HANDOFF: Dict[Tuple, Tuple] = {}  # file -> (decord reader, PyAV container) its index was taken from, for its read
 _STDERR_LOCK = threading.Lock()
+_INHERITED: List[Tuple] = []  # readers a forked process inherited: kept, never used nor closed (see _after_fork)
+
+
+def _after_fork() -> None:
+    """In a forked child (DataLoader workers): the decord readers and PyAV containers of ``_HANDOFF`` belong to the
+    parent (their decoder threads did not fork); using one hung the child in a futex, and so could destroying one.
+    Keep them alive, unused; and a fresh stderr lock, in case another thread of the parent held it."""
+    global _STDERR_LOCK
+    _INHERITED.extend(_HANDOFF.values())
+    _HANDOFF.clear()
+    _STDERR_LOCK = threading.Lock()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class VideoReadError(RuntimeError):
