@@ -665,3 +665,19 @@ def test_grad_accum_updates_per_step_count(data, tmp_path):
     opt = torch.load(os.path.join(out, 'checkpoint-last.pth'), weights_only=True)['optimizer']
     steps = {int(s['step']) for s in opt['state'].values() if 'step' in s}
     assert steps == {2}, steps
+
+
+def test_a_symlink_loop_reads_each_file_once(data, tmp_path, caplog):
+    """A link back to its own class folder (``red/loop -> ../red``) made os.walk list every red image about 40 times
+    (silently wrong counts and scores); each real file is read once and the loop is named in the log."""
+    from zoo.datasets import SafeImageFolder
+    root = tmp_path / 'd'
+    shutil.copytree(data, root)
+    before = SafeImageFolder(str(root / 'train'), data_root=str(root))
+    os.symlink('../red', root / 'train' / 'red' / 'loop')
+    with caplog.at_level('WARNING'):
+        ds = SafeImageFolder(str(root / 'train'), data_root=str(root))
+    assert sorted(ds.samples) == sorted(before.samples)
+    assert ds.repeated and all('loop' in p for p in ds.repeated)
+    assert 'symlink loop' in caplog.text and 'loop' in caplog.text
+    assert not ds.other_files

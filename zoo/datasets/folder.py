@@ -104,6 +104,7 @@ class SafeFolderMixin:
     allowed_roots: List[str]
     outside: List[str]
     other_files: List[str]
+    repeated: List[str]
     samples: List[Tuple[str, int]]
     targets: List[int]
 
@@ -127,6 +128,7 @@ class SafeFolderMixin:
                              f'{describe_escapes([root], data_root or root)}')
         self.outside = []
         self.other_files = []
+        self.repeated = []
 
     def _read_samples(self, root: str, max_per_class: Optional[int], extensions: Sequence[str], /,
                       **folder_kwargs: Any) -> None:
@@ -158,6 +160,7 @@ class SafeFolderMixin:
             if _hidden(p[len(prefix):] if p.startswith(prefix) else os.path.relpath(p, root)):
                 continue
             (kept if inside_any(p, self.allowed_roots) else outside).append((p, t))
+        kept = self._drop_repeats(root, kept)
         self.outside.extend(p for p, _ in outside)
         if self.outside:
             _logger.warning('%s: skipped %d class folder(s) / file(s) that lead outside the data root %s: %s', root,
@@ -184,13 +187,42 @@ class SafeFolderMixin:
         self.samples = kept
         self.targets = [t for _, t in kept]
 
+    def _drop_repeats(self, root: str, samples: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
+        """Keep each real file once per class: a symlink loop (``cls/loop -> ../cls``, which ``os.walk`` follows
+        about 40 levels deep) or two links to one folder would otherwise repeat a file and weigh it many times in
+        training and scores. The first path in sorted order is kept; the others go to ``repeated`` and are named
+        once in the log."""
+        seen: Dict[Tuple[str, int], str] = {}
+        kept, repeated = [], []
+        for p, t in samples:
+            key = (os.path.realpath(p), t)
+            if key in seen:
+                repeated.append((p, seen[key]))
+            else:
+                seen[key] = p
+                kept.append((p, t))
+        self.repeated = [p for p, _ in repeated]
+        if repeated:
+            p, first = repeated[0]
+            _logger.warning('%s: %d path(s) reach a file already listed in the same class, through a symlink loop or '
+                            'two links to one folder, and are read once: e.g. %s (same file as %s); remove the link '
+                            'to silence this', root, len(repeated), os.path.relpath(p, root),
+                            os.path.relpath(first, root))
+        return kept
+
     def _list_other_files(self, root: str, extensions: Sequence[str]) -> None:
         """List (once, in the log) the files of the class folders that are not of this kind, hidden ones aside."""
         exts = tuple(e.lower() for e in extensions)
         other = []
         for c in getattr(self, 'classes', []):
             top = os.path.join(root, c)
+            visited = set()
             for dirpath, dirnames, names in os.walk(top, followlinks=True):
+                real = os.path.realpath(dirpath)
+                if real in visited:  # a symlink loop or a second link to a folder already listed
+                    dirnames[:] = []
+                    continue
+                visited.add(real)
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith('.'))
                 for name in sorted(names):
                     if not name.startswith('.') and not name.lower().endswith(exts):
