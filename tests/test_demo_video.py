@@ -24,6 +24,7 @@ def test_video_demo_reduced_runs_the_pipeline(tmp_path):
     assert cells == {(f, s) for f in (4, 8, 16) for s in (16, 24, 32)}
     assert {r['n'] for r in result['rows']} == {128}
     assert 0 <= result['top1'] <= 100 and (VIDEO_FRAMES, VIDEO_SIZE) in cells
+    assert not result['failed'] and os.path.isfile(result['paths']['md'])
     assert not os.path.isdir(tmp_path / 'videos' / 'train')  # training clips rendered in memory only
     assert 'How small this run was' in open(result['paths']['md']).read()
 

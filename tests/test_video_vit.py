@@ -370,14 +370,6 @@ def test_video_cli_errors(video_run, videos, tmp_path, capsys):
     assert 'is a video model' in capsys.readouterr().err
 
 
-def test_demo_video_part(tmp_path):
-    from zoo.demo import _video_demo
-    result = _video_demo(str(tmp_path), ['--threads', '1'], epochs=1)
-    rows = result['rows']
-    assert len(rows) == 9 and {r['frames'] for r in rows} == {2, 4, 8} and not result['failed']
-    assert os.path.isfile(result['paths']['md'])
-
-
 def test_video_resume_is_exact(videos, tmp_path, monkeypatch):
     """Random frame offsets are drawn from (seed, epoch, index): a run killed in epoch 2 and resumed ends with the
     weights and metrics of an uninterrupted one."""

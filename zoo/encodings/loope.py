@@ -135,13 +135,18 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
     return index
 
 
+def _gilbert_steps(height: int, width: int, longer: bool, device: torch.device) -> torch.Tensor:
+    """``(height * width,)`` 1-based Gilbert steps in raster order (the body of the custom op below)."""
+    rows = torch.arange(height, device=device).view(-1, 1).expand(height, width)
+    cols = torch.arange(width, device=device).view(1, -1).expand(height, width)
+    return (gilbert_index(rows, cols, height, width, 'longer' if longer else 'width') + 1).reshape(-1)
+
+
 @torch.library.custom_op('zoo::gilbert_index_grid', mutates_args=())
 def _gilbert_op(height: int, width: int, longer: bool, device: torch.device) -> torch.Tensor:
     """``(height * width,)`` 1-based Gilbert steps in raster order; an opaque op to ``torch.export`` /
     ``torch.compile`` (symbolic sizes stay symbolic, the descent runs eagerly when the graph runs)."""
-    rows = torch.arange(height, device=device).view(-1, 1).expand(height, width)
-    cols = torch.arange(width, device=device).view(1, -1).expand(height, width)
-    return (gilbert_index(rows, cols, height, width, 'longer' if longer else 'width') + 1).reshape(-1)
+    return _gilbert_steps(height, width, longer, device)
 
 
 @_gilbert_op.register_fake
@@ -162,6 +167,8 @@ def gilbert_index_grid(height: int, width: int, major_axis: str = 'width',
     if major_axis not in MAJOR_AXES:
         raise ValueError(f'major_axis must be one of {MAJOR_AXES}, got {major_axis!r}')
     device = torch.device('cpu') if device is None else torch.device(device)
+    if torch.jit.is_tracing():  # TorchScript tracing cannot hand a device to a custom op; sizes are constants there
+        return _gilbert_steps(height, width, major_axis == 'longer', device).reshape(height, width)
     return _gilbert_op(height, width, major_axis == 'longer', device).reshape(height, width)
 
 
