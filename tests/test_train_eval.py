@@ -681,3 +681,19 @@ def test_a_symlink_loop_reads_each_file_once(data, tmp_path, caplog):
     assert ds.repeated and all('loop' in p for p in ds.repeated)
     assert 'symlink loop' in caplog.text and 'loop' in caplog.text
     assert not ds.other_files
+
+
+def test_resume_compares_the_effective_options(tmp_path):
+    """A sweep resumes its seed-1 run with the same command (--config X --seed 1 --resume): the config's seed 0 is
+    overridden by the command line, so it must not count as a conflict (it did, and the sweep could not resume)."""
+    from zoo.errors import ResumeMismatchError
+    from zoo.train.args import parse_train_args
+    cfg = tmp_path / 'c.yaml'
+    cfg.write_text('seed: 0\nepochs: 3\n')
+    argv = ['--config', str(cfg), '--seed', '1', '--output', str(tmp_path / 'o'), '--model', 'm', '--data-dir', 'd']
+    args = parse_train_args(argv, recorded={'seed': 1, 'epochs': 3, 'model': 'm', 'data_dir': 'd'},
+                            check_required=False)
+    assert args.seed == 1
+    with pytest.raises(ResumeMismatchError, match='--seed 2'):
+        parse_train_args([*argv[:3], '2', *argv[4:]], recorded={'seed': 1, 'epochs': 3, 'model': 'm',
+                                                                 'data_dir': 'd'}, check_required=False)

@@ -379,7 +379,8 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
         known = {a.dest for a in parser._actions}
         base = {k: v for k, v in recorded.items() if k in known and k not in SESSION_OPTIONS}
         conflicts = []
-        for source, values in (('--config ' + str(args.config), config), ('the command line', given)):
+        from_config = {k: v for k, v in config.items() if k not in given}  # the command line overrides the config
+        for source, values in (('--config ' + str(args.config), from_config), ('the command line', given)):
             for key, value in values.items():
                 if key in SESSION_OPTIONS or key in MAY_CHANGE_ON_RESUME:
                     continue
