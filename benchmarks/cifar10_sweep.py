@@ -126,21 +126,26 @@ def run_logged(cmd: List[str], log_path: str, env: dict, timeout: float) -> int:
             return 124
 
 
+def finished_run(out: str) -> bool:
+    """Whether the run folder ``out`` holds a last checkpoint of its final epoch (the sweeps skip such runs)."""
+    last = os.path.join(out, 'checkpoint-last.pth')
+    if not os.path.isfile(last):
+        return False
+    import torch
+    ck = torch.load(last, map_location='cpu', weights_only=True)
+    return ck['epoch'] >= ck['meta']['args']['epochs']
+
+
 def job(run: dict, args, env: dict) -> dict:
     """Train one run (or resume / skip it), then evaluate it across sizes. Returns the run with its status."""
     out, log_path = run['output'], run['output'] + '.log'
     t0 = time.time()
-    last = os.path.join(out, 'checkpoint-last.pth')
     zoo = [sys.executable, '-m', 'zoo.cli']
-    done = False
-    if os.path.isfile(last):
-        import torch
-        ck = torch.load(last, map_location='cpu', weights_only=True)
-        done = ck['epoch'] >= ck['meta']['args']['epochs']
+    done = finished_run(out)
     if not done:
         cmd = [*zoo, 'train', '--config', run['config'], '--seed', str(run['seed']), '--output', out,
                '--data-dir', args.data, '--threads', str(args.threads), '--no-progress', *shlex.split(args.train_args)]
-        if os.path.isfile(last):
+        if os.path.isfile(os.path.join(out, 'checkpoint-last.pth')):
             cmd.append('--resume')
         elif os.path.isdir(out):
             cmd.append('--overwrite')

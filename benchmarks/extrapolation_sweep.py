@@ -38,7 +38,7 @@ import yaml
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cifar10_sweep import ROOT, _cpu, _torch_version, extract, log  # noqa: E402
+from cifar10_sweep import ROOT, _cpu, _torch_version, extract, finished_run, log  # noqa: E402
 
 PES = ('rope_axial', 'rope_mixed', 'rope_mixed_ape')
 STRATEGIES = ('none', 'pi', 'ntk', 'yarn')
@@ -65,15 +65,6 @@ OPTION_NOTES = {
 }
 
 
-def _finished(out: str) -> bool:
-    last = os.path.join(out, 'checkpoint-last.pth')
-    if not os.path.isfile(last):
-        return False
-    import torch
-    ck = torch.load(last, map_location='cpu', weights_only=True)
-    return ck['epoch'] >= ck['meta']['args']['epochs']
-
-
 def _train_command(args, row: str, seed: int, out: str) -> List[str]:
     """``zoo train`` for one row and seed: the row's recipe, its model and encoding options."""
     pe, model, pe_kwargs = PLAN[row]
@@ -97,7 +88,7 @@ def train(args, env) -> List[str]:
     for row in args.pes:
         for seed in args.seeds:
             out = os.path.join(args.out, f'{row}_s{seed}')
-            if not _finished(out):
+            if not finished_run(out):
                 cmd = _train_command(args, row, seed, out) + (
                     ['--resume'] if os.path.isfile(os.path.join(out, 'checkpoint-last.pth'))
                     else ['--overwrite'] if os.path.isdir(out) else [])

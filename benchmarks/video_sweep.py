@@ -39,7 +39,7 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cifar10_sweep import _cpu, _torch_version, log, run_logged  # noqa: E402  (shared sweep helpers)
+from cifar10_sweep import _cpu, _torch_version, finished_run, log, run_logged  # noqa: E402  (shared sweep helpers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_ARGS = dict(task='ranking', num_per_class=1024, val_per_class=256, frames=32, size=32, seed=0, blocks=4)
@@ -123,22 +123,13 @@ def _eval_plan(args, tf: int, ts: int) -> Dict[str, tuple]:
     return {'eval_frames': (args.frames, [ts]), 'eval_sizes': ([tf], args.sizes)}
 
 
-def _finished(out: str) -> bool:
-    last = os.path.join(out, 'checkpoint-last.pth')
-    if not os.path.isfile(last):
-        return False
-    import torch
-    ck = torch.load(last, map_location='cpu', weights_only=True)
-    return ck['epoch'] >= ck['meta']['args']['epochs']
-
-
 def job(run: dict, args, env: dict) -> dict:
     """Train one run (or resume / skip it), then sweep it over frames and sizes."""
     out, log_path = run['output'], run['output'] + '.log'
     t0 = time.time()
     last = os.path.join(out, 'checkpoint-last.pth')
     zoo = [sys.executable, '-m', 'zoo.cli']
-    done = _finished(out)
+    done = finished_run(out)
     ran = False
     if not done:
         ran = True

@@ -39,7 +39,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cifar10_sweep import log, run_logged  # noqa: E402  (shared sweep helpers)
+from cifar10_sweep import finished_run as done, log, run_logged  # noqa: E402  (shared sweep helpers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMES = ('mrope', 'videorope', 'rope1d', 'mrope_interleave', 'vrope', 'v2pe', 'hope')
@@ -83,16 +83,6 @@ def read_metrics(run: str) -> List[Dict[str, float]]:
         return []
     import pandas as pd
     return pd.read_csv(path).astype(float).to_dict('records')
-
-
-def done(run: str) -> bool:
-    """Whether the run's last checkpoint is its final epoch."""
-    last = os.path.join(run, 'checkpoint-last.pth')
-    if not os.path.isfile(last):
-        return False
-    import torch
-    ck = torch.load(last, map_location='cpu', weights_only=True)
-    return ck['epoch'] >= ck['meta']['args']['epochs']
 
 
 def check_recipe(run: str, config: str, seed: int) -> None:
