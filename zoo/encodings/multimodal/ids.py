@@ -25,7 +25,7 @@ import torch
 from .schemes import IMAGE, MODALITY_NAME, TEXT, VIDEO, Block, Scheme, get_scheme, list_schemes
 
 __all__ = ['PAD_POSITION_ID', 'QWEN_TOKEN_IDS', 'scheme_num_axes', 'scheme_axis_names', 'get_position_ids',
-           'get_layout_position_ids', 'layout_to_inputs', 'decode_position_ids', 'training_options']
+           'get_layout_position_ids', 'layout_to_inputs', 'decode_position_ids', 'training_options', 'tiles_refusal']
 
 #: Value written into padded slots (``attention_mask == 0``) of ``position_ids`` for every scheme.
 PAD_POSITION_ID = 1
@@ -90,9 +90,30 @@ def _assemble(spec: Scheme, opts: Mapping[str, Any], blocks: Sequence[Block]) ->
 # token ids -> blocks
 # ---------------------------------------------------------------------------------------------------------------
 
+def _tile_rows(image_tiles, num_images: int) -> Optional[List[Tuple[int, int]]]:
+    """``image_tiles`` as ``[(cols, rows)]``, one per image (``None`` when not given)."""
+    if image_tiles is None:
+        return None
+    g = torch.as_tensor(image_tiles)
+    if g.dim() != 2 or g.shape[1] != 2 or g.shape[0] != num_images or g.is_floating_point() or \
+            (g.numel() and int(g.min()) < 1):
+        raise ValueError(f'image_tiles must be ({num_images}, 2): one positive [cols, rows] tile grid per image '
+                         f'(1, 1 for an untiled image), in batch order, got {g.tolist()} (shape {tuple(g.shape)})')
+    return [(int(c), int(r)) for c, r in g.tolist()]
+
+
+def tiles_refusal(scheme: str, what: str = 'image_tiles with more than one tile') -> str:
+    """The one-line error of a scheme without tile support given a tiled image; it names the schemes that take one."""
+    takers = [n for n in list_schemes() if get_scheme(n).takes_tiles]
+    return (f'scheme {scheme!r} cannot lay out tiled images ({what}); fix: use one of {takers}, or give the image '
+            'untiled (max_tiles=1)')
+
+
 def _grid_queue(grid_thw, modality: int, spatial_merge_size: int, split_frames: bool,
-                second_per_grid_ts: Optional[List[float]]) -> List[Block]:
+                second_per_grid_ts: Optional[List[float]], tiles=None) -> List[Block]:
     if grid_thw is None:
+        if tiles is not None and len(torch.as_tensor(tiles)):
+            raise ValueError('image_tiles given without image_grid_thw; fix: pass both (from VideoLLM.collate)')
         return []
     g = torch.as_tensor(grid_thw)
     if g.numel() == 0:
@@ -104,6 +125,7 @@ def _grid_queue(grid_thw, modality: int, spatial_merge_size: int, split_frames: 
     if torch.is_floating_point(g) and not torch.equal(g, g.round()):
         raise ValueError(f'{name}_grid_thw must hold integers, got {g.tolist()}')
     rows = g.to(torch.int64).tolist()
+    tile_rows = _tile_rows(tiles, len(rows)) if modality == IMAGE else None
     if second_per_grid_ts is not None and len(second_per_grid_ts) != len(rows):
         raise ValueError(f'second_per_grid_ts has {len(second_per_grid_ts)} entries but video_grid_thw has '
                          f'{len(rows)} videos; fix: pass one value per video, in batch order')
@@ -118,6 +140,11 @@ def _grid_queue(grid_thw, modality: int, spatial_merge_size: int, split_frames: 
         sec = None if second_per_grid_ts is None else second_per_grid_ts[idx]
         if split_frames and modality == VIDEO:
             out.extend(Block(modality, hh * ww, 1, hh, ww, sec) for _ in range(t))
+        elif tile_rows is not None and tile_rows[idx][0] * tile_rows[idx][1] > 1:
+            if t != 1:
+                raise ValueError(f'image #{idx}: a tiled image has t = 1 per tile, got image_grid_thw {[t, h, w]}')
+            cols, rws = tile_rows[idx]  # the tiles, then the thumbnail, each an (hh, ww) grid
+            out.append(Block(modality, (cols * rws + 1) * hh * ww, 1, hh, ww, sec, (cols, rws)))
         else:
             out.append(Block(modality, t * hh * ww, t, hh, ww, sec))
     return out
@@ -186,6 +213,7 @@ def get_position_ids(
     vision_start_token_id: int = QWEN_TOKEN_IDS['vision_start'],
     mm_token_type_ids: Optional[torch.Tensor] = None,
     cu_seqlens: Optional[torch.Tensor] = None,
+    image_tiles: Optional[torch.Tensor] = None,
     **scheme_kwargs: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Position ids of a token batch under a multimodal RoPE scheme (drop-in for Qwen2-VL ``get_rope_index``).
@@ -214,6 +242,10 @@ def get_position_ids(
             the id matching.
         cu_seqlens: optional packed-sequence boundaries for a single row (``B == 1``): ``(num_docs + 1,)`` increasing
             token offsets from 0 to ``L`` (flash-attention varlen convention).
+        image_tiles: optional ``(num_images, 2)`` integer AnyRes tile grids ``[cols, rows]``, one per image in batch
+            order (``[1, 1]``: untiled). An image with ``cols * rows > 1`` is its tiles (crop order, row-major) then
+            its thumbnail, each of grid ``image_grid_thw[i]``: ``(cols * rows + 1) * h * w / spatial_merge_size**2``
+            tokens. Only schemes with :attr:`Scheme.takes_tiles` (``rope_dhr``) accept tiled images.
         **scheme_kwargs: scheme options. ``mrope``: ``tokens_per_second`` (``None`` = Qwen2-VL, 2 = Qwen2.5-VL).
             ``mrope_interleave`` / ``mhrope``: ``spatial_reset`` (False), ``temporal_stride`` (1),
             ``split_video_frames`` (True). ``v2pe``: ``stride`` (64) or ``delta``, ``num_image_token`` (256).
@@ -270,8 +302,10 @@ def get_position_ids(
     secs = _as_float_list(second_per_grid_ts)
     spec.check_seconds(opts, secs)
     split = spec.split_video_frames(opts)
-    queues = {IMAGE: _grid_queue(image_grid_thw, IMAGE, spatial_merge_size, False, None),
+    queues = {IMAGE: _grid_queue(image_grid_thw, IMAGE, spatial_merge_size, False, None, image_tiles),
               VIDEO: _grid_queue(video_grid_thw, VIDEO, spatial_merge_size, split, secs)}
+    if not spec.takes_tiles and any(b.tiles is not None for b in queues[IMAGE]):
+        raise ValueError(tiles_refusal(spec.name))
     # schemes that need only token counts (V2PE): without grids, every run of visual tokens is one block
     use_grids = {m: spec.needs_grids or (image_grid_thw if m == IMAGE else video_grid_thw) is not None
                  for m in (IMAGE, VIDEO)}
@@ -427,9 +461,7 @@ def get_layout_position_ids(
     spec.check_layout(opts, style)
     blocks, _ = layout_blocks(segments, style, markers, timestamp_tokens_per_frame)
     if not spec.takes_tiles and any(b.tiles is not None for b in blocks):
-        takers = [n for n in list_schemes() if get_scheme(n).takes_tiles]
-        raise ValueError(f'scheme {spec.name!r} cannot lay out tiled images (segments with "tiles"); fix: use one of '
-                         f'{takers}, or pass each tile grid as its own image')
+        raise ValueError(tiles_refusal(spec.name, 'segments with "tiles"'))
     pos, nxt = _assemble(spec, opts, blocks)
     dtype = torch.float32 if spec.float_positions else torch.int64
     ddtype = torch.float32 if spec.float_deltas else torch.int64

@@ -127,8 +127,7 @@ class Scheme:
             -1 on visual tokens, and the attention gets split q/k channels
             (:class:`zoo.encodings.multimodal.encoding.VistaTerm`).
         takes_tiles: visual blocks may be tiled images (``Block.tiles``); the other schemes refuse a tiled layout.
-        in_video_llm: the scheme has ``pe_vlm_*`` models (False while the video-LLM lacks the input it needs:
-            RoPE-DHR's tiled images).
+        in_video_llm: the scheme has ``pe_vlm_*`` models (False for a scheme whose input the video-LLM lacks).
         hf_refusal: why ``zoo.hf.patch_rope_index`` cannot put the scheme into a Hugging Face model (it replaces one
             id set shared by every layer), or ``None`` when it can.
         paper: title and arXiv id.
@@ -631,7 +630,6 @@ class RoPEDHR(Scheme):
     """
     defaults = {'official': False}
     takes_tiles = True
-    in_video_llm = False
     hf_refusal = ("RoPE-DHR numbers the tiles of InternVL-style tiled images, which Qwen-VL's get_rope_index "
                   'inputs do not have')
     paper = 'CoMemo: LVLMs Need Image Context with Image Memory (Liu et al., arXiv:2506.06279)'

@@ -74,7 +74,8 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, eos_token_id: Optional[int] = None,
              pad_token_id: Optional[int] = None, generator: Optional[torch.Generator] = None, use_cache: bool = True,
              output_logits: bool = False, output_positions: bool = False,
-             inputs_embeds: Optional[torch.Tensor] = None, **ignored: Any) -> GenerateOutput:
+             inputs_embeds: Optional[torch.Tensor] = None, image_tiles: Optional[torch.Tensor] = None,
+             **ignored: Any) -> GenerateOutput:
     """Generate up to ``max_new_tokens`` tokens after a (left-padded) prompt batch.
 
     Args:
@@ -89,6 +90,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
         output_logits, output_positions: also return the per-step logits / the positions used.
         inputs_embeds: ``(B, L, dim)`` prompt embeddings with the visual features in place (``model.embed``), to
             reuse encoded visuals; ``input_ids`` still give the positions and the visuals are not encoded again.
+        image_tiles: ``(num_images, 2)`` AnyRes tile grids ``[cols, rows]`` of tiled images (from ``collate``).
 
     Returns:
         :class:`GenerateOutput`.
@@ -114,13 +116,14 @@ def generate(model, input_ids: torch.Tensor, attention_mask: Optional[torch.Tens
     device = input_ids.device
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(torch.int64)
     if inputs_embeds is None:
-        embeds = model.embed(input_ids, videos, video_grid_thw, images, image_grid_thw)
+        embeds = model.embed(input_ids, videos, video_grid_thw, images, image_grid_thw, image_tiles)
     elif tuple(inputs_embeds.shape[:2]) != (b, length):
         raise ValueError(f'inputs_embeds must be (B, L, dim) = ({b}, {length}, dim), got {tuple(inputs_embeds.shape)}')
     else:
         embeds = inputs_embeds
     pos, deltas = model.position_ids(input_ids, mask, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                                     scheme_options=model.scheme_options)  # evaluation options, never drawn
+                                     scheme_options=model.scheme_options,  # evaluation options, never drawn
+                                     image_tiles=image_tiles)
     cache = KVCache(len(model.decoder.blocks)) if use_cache else None
     hidden = model.decoder(embeds, pos, model.key_mask(mask), cache)
     logits = model.decoder.logits(hidden[:, -1]).float()

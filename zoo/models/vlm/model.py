@@ -20,9 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.encodings.multimodal.ids import tiles_refusal
 from zoo.encodings.multimodal_rope import get_scheme, list_schemes
 from .decoder import Decoder
 from .projector import PatchMerger
+from .tiling import choose_tile_grid, num_crops, tile_image
 from .tokenizer import IGNORE_INDEX, PromptInputs, VLMTokenizer, build_prompt, collate_prompts
 from .tower import VisionTower
 
@@ -54,21 +56,24 @@ def _count(x: torch.Tensor) -> int:
 
 
 def _split_rows(input_ids: torch.Tensor, token_id: int, grids: Optional[torch.Tensor], merge: int,
-                name: str) -> List[Optional[torch.Tensor]]:
-    """The grid rows of each batch row (grids are in batch order; each row claims its tokens' worth)."""
+                name: str, tiles: Optional[torch.Tensor] = None) -> List[Tuple[Optional[torch.Tensor], Any]]:
+    """The grid rows (and tile rows, for tiled images) of each batch row (grids are in batch order; each row claims
+    its tokens' worth)."""
     counts = (input_ids == token_id).sum(dim=1).tolist()
-    out: List[Optional[torch.Tensor]] = []
+    out: List[Tuple[Optional[torch.Tensor], Any]] = []
     k = 0
     rows = [] if grids is None else grids.tolist()
+    crops = [1] * len(rows) if tiles is None else [num_crops(c, r) for c, r in torch.as_tensor(tiles).tolist()]
     for r, n in enumerate(counts):
         start = k
         while n > 0 and k < len(rows):
-            n -= rows[k][0] * rows[k][1] * rows[k][2] // (merge * merge)
+            n -= crops[k] * rows[k][0] * rows[k][1] * rows[k][2] // (merge * merge)
             k += 1
         if n != 0:
             raise ValueError(f'row {r}: its {name} tokens do not match whole {name}_grid_thw rows (grids are consumed '
                              f'in batch order); fix: pass the grids build_prompt returned, in batch order')
-        out.append(None if k == start else grids[start:k])
+        out.append((None if k == start else grids[start:k],
+                    None if k == start or tiles is None else tiles[start:k]))
     return out
 
 
@@ -78,7 +83,7 @@ class VideoLLM(nn.Module):
     Args:
         scheme: a scheme of :func:`zoo.encodings.multimodal_rope.list_schemes` (``rope1d``, ``mrope``,
             ``qwen2_5_vl``, ``mrope_interleave``, ``mhrope``, ``vrope``, ``v2pe``, ``videorope``, ``hope``, ``pype``,
-            ``cope``, ``cope_rope``, ``vista``).
+            ``cope``, ``cope_rope``, ``vista``, ``rope_dhr``: tiled images, :meth:`prepare_image`).
         vision_tower: a timm model name (any zoo ``pe_vit_*`` / ``pe_video_vit_*``, timm ViT or CNN) or a module.
         tower_kwargs: constructor options of the tower (``img_size``, ``patch_size``, ``embed_dim`` ...).
         temporal_patch_size: frames per temporal patch of an image tower (default 2); a video tower uses its tubelet.
@@ -96,6 +101,8 @@ class VideoLLM(nn.Module):
         extrapolation: the decoder encoding's training-free strategy (``'none'``), e.g.
             ``dict(strategy='mspoe', layers=[2, 3])`` (Ms-PoE, ``docs/mspoe.md``) or ``dict(strategy='yarn',
             train_grid=(...))``; ``decoder.pe.set_extrapolation`` switches it later.
+        max_tiles: the most AnyRes tiles :meth:`prepare_image` cuts an image into (a thumbnail is added to more than
+            one); 1 = images are not tiled. Only schemes that take tiled images (``rope_dhr``) allow more than 1.
 
     Attributes:
         tokenizer: :class:`VLMTokenizer` (its ``vocab_size`` is the embedding size).
@@ -108,7 +115,7 @@ class VideoLLM(nn.Module):
 
     Raises:
         ValueError: unknown scheme or option, a tower that cannot be merged 2x2, a decoder geometry the scheme cannot
-            split (the message names the fix).
+            split, ``max_tiles > 1`` for a scheme without tiles (the message names the fix).
     """
 
     def __init__(self, scheme: str = 'mrope',
@@ -118,10 +125,16 @@ class VideoLLM(nn.Module):
                  num_kv_heads: int = 2, head_dim: Optional[int] = None, mlp_hidden: Optional[int] = None,
                  theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
                  scheme_options: Optional[Mapping[str, Any]] = None, max_seq_len: int = 32768,
-                 pretrained_tower: bool = False, p_rope: float = 1.0, extrapolation: Any = 'none'):
+                 pretrained_tower: bool = False, p_rope: float = 1.0, extrapolation: Any = 'none',
+                 max_tiles: int = 1):
         super().__init__()
         spec = get_scheme(scheme)
         spec.options(dict(scheme_options or {}))  # validate now, before the tower is built
+        if isinstance(max_tiles, bool) or not isinstance(max_tiles, int) or max_tiles < 1:
+            raise ValueError(f'max_tiles must be a positive int (AnyRes tiles per image), got {max_tiles!r}')
+        if max_tiles > 1 and not spec.takes_tiles:
+            raise ValueError(tiles_refusal(scheme, f'max_tiles={max_tiles}'))
+        self.max_tiles = int(max_tiles)
         self.scheme = scheme
         if int(max_seq_len) < 2:
             raise ValueError(f'max_seq_len must be >= 2 tokens, got {max_seq_len}')
@@ -199,11 +212,64 @@ class VideoLLM(nn.Module):
         step = step if step > 0 else 1.0
         return clip, dict(type='video', grid=(t, h, w), timestamps=per_patch, second_per_grid_t=tp * step)
 
+    def prepare_image(self, image: torch.Tensor, max_tiles: Optional[int] = None,
+                      tile_size: Optional[int] = None) -> Tuple[torch.Tensor, Dict[str, Any]]:
+        """Normalise an image, cut it into AnyRes tiles plus a thumbnail, and describe it for :meth:`prompt`.
+
+        The grid is :func:`zoo.models.vlm.tiling.choose_tile_grid` (InternVL / CoMemo's rule: closest aspect ratio,
+        ``1 <= cols * rows <= max_tiles``); with one tile the whole image is resized to the tile size.
+
+        Args:
+            image: uint8 ``(H, W, 3)`` RGB or float ``(C, H, W)`` already normalised.
+            max_tiles: the tile budget (default :attr:`max_tiles`; give ``max_tiles // num_images`` to each of several
+                images, as the official multi-image path does). More than 1 needs a scheme that takes tiles.
+            tile_size: tile side in px (default: the tower's input size, ``data_config['img_size']``).
+
+        Returns:
+            ``(pixels, segment)``: ``(C, s, s)`` float for one tile, else ``(cols * rows + 1, C, s, s)`` (the tiles in
+            crop order, row-major, then the thumbnail); ``segment`` is ``{'type': 'image', 'grid': (1, h, w)}`` (one
+            tile's pre-merge grid) plus ``'tiles': (cols, rows)`` when there is more than one tile.
+
+        Raises:
+            ValueError: a bad image, a tile size the tower cannot take, ``max_tiles > 1`` for a scheme without tiles
+                (naming the schemes that take them).
+        """
+        budget = self.max_tiles if max_tiles is None else max_tiles
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f'max_tiles must be a positive int, got {budget!r}')
+        if budget > 1 and not self.decoder.pe.spec.takes_tiles:
+            raise ValueError(tiles_refusal(self.scheme, f'max_tiles={budget}'))
+        if image.dtype == torch.uint8:
+            if image.dim() != 3 or image.shape[-1] != 3:
+                raise ValueError(f'a uint8 image must be (H, W, 3), got {tuple(image.shape)}')
+            mean = torch.tensor(self.data_config['mean']).view(3, 1, 1)
+            std = torch.tensor(self.data_config['std']).view(3, 1, 1)
+            pix = (image.permute(2, 0, 1).float() / 255.0 - mean) / std
+        elif image.is_floating_point() and image.dim() == 3:
+            pix = image
+        else:
+            raise ValueError(f'image must be uint8 (H, W, 3) or float (C, H, W), got {tuple(image.shape)} '
+                             f'{image.dtype}')
+        size = int(tile_size or self.data_config['img_size'][0])
+        _, h, w = self.visual_grid(1, size, size)
+        cols, rows = choose_tile_grid(pix.shape[-1], pix.shape[-2], size, 1, budget)
+        crops = tile_image(pix, cols, rows, size)
+        if cols * rows == 1:
+            return crops[0], dict(type='image', grid=(1, h, w))
+        return crops, dict(type='image', grid=(1, h, w), tiles=(cols, rows))
+
     def prompt(self, content: Sequence[Union[str, Mapping[str, Any]]], answer: Optional[str] = None,
                system: Optional[str] = None) -> PromptInputs:
-        """:func:`build_prompt` with this model's tokenizer, prompt style and merge."""
-        return build_prompt(self.tokenizer, content, answer, style=self.prompt_style,
-                            spatial_merge_size=self.merge, system=system)
+        """:func:`build_prompt` with this model's tokenizer, prompt style and merge.
+
+        Raises:
+            ValueError: see :func:`build_prompt`; a tiled image for a scheme without tiles (naming those with).
+        """
+        out = build_prompt(self.tokenizer, content, answer, style=self.prompt_style,
+                           spatial_merge_size=self.merge, system=system)
+        if out.image_tiles is not None and not self.decoder.pe.spec.takes_tiles:
+            raise ValueError(tiles_refusal(self.scheme, 'an image segment with tiles'))
+        return out
 
     def collate(self, prompts: Sequence[PromptInputs], padding_side: str = 'right') -> Dict[str, Any]:
         """:func:`collate_prompts` with this tokenizer's pad id."""
@@ -213,10 +279,12 @@ class VideoLLM(nn.Module):
     def position_ids(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                      image_grid_thw: Optional[torch.Tensor] = None, video_grid_thw: Optional[torch.Tensor] = None,
                      second_per_grid_ts: Optional[Sequence[float]] = None,
-                     scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None
-                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+                     scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None,
+                     image_tiles: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """Position ids ``(A, B, L)`` and ``rope_deltas`` ``(B, 1)`` of a batch, from the decoder's encoding
         (``decoder.pe.position_ids``), with this model's token ids and merge.
+
+        ``image_tiles``: ``(num_images, 2)`` tile grids ``[cols, rows]`` from :meth:`collate` (tiled images).
 
         Options: ``scheme_options`` (one dict, or one per row); when ``None``, the model's evaluation options, or in
         training mode the encoding's per-row draws (``decoder.pe.draw_training_options``: HoPE gamma, V2PE stride)
@@ -231,12 +299,12 @@ class VideoLLM(nn.Module):
             scheme_options = self.decoder.pe.draw_training_options(b)
         if scheme_options is None or isinstance(scheme_options, Mapping):
             return self._ids(input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                             scheme_options)
+                             scheme_options, image_tiles)
         if len(scheme_options) != b:
             raise ValueError(f'scheme_options has {len(scheme_options)} dicts for a batch of {b}; pass one per row')
         tok = self.tokenizer
-        imgs = _split_rows(input_ids, tok.image_id, image_grid_thw, self.merge, 'image')
-        vids = _split_rows(input_ids, tok.video_id, video_grid_thw, self.merge, 'video')
+        imgs = _split_rows(input_ids, tok.image_id, image_grid_thw, self.merge, 'image', image_tiles)
+        vids = [g for g, _ in _split_rows(input_ids, tok.video_id, video_grid_thw, self.merge, 'video')]
         secs = list(second_per_grid_ts) if second_per_grid_ts is not None else None
         ids, deltas, k = [], [], 0
         for r in range(b):
@@ -244,21 +312,23 @@ class VideoLLM(nn.Module):
             row_secs = None if secs is None or not nv else secs[k:k + nv]
             k += nv
             mask = None if attention_mask is None else attention_mask[r:r + 1]
-            i, d = self._ids(input_ids[r:r + 1], mask, imgs[r], vids[r], row_secs, scheme_options[r])
+            i, d = self._ids(input_ids[r:r + 1], mask, imgs[r][0], vids[r], row_secs, scheme_options[r], imgs[r][1])
             ids.append(i)
             deltas.append(d)
         return torch.cat(ids, dim=-2), torch.cat(deltas, dim=-2)  # one scheme: one dtype (batch dim: -2)
 
-    def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts):
+    def _ids(self, input_ids, attention_mask, image_grid_thw, video_grid_thw, second_per_grid_ts, opts,
+             image_tiles=None):
         tok = self.tokenizer
+        tiles = {} if image_tiles is None else {'image_tiles': image_tiles}
         return self.decoder.pe.position_ids(input_ids, image_grid_thw, video_grid_thw, attention_mask,
                                             second_per_grid_ts, opts, spatial_merge_size=self.merge,
                                             image_token_id=tok.image_id, video_token_id=tok.video_id,
-                                            vision_start_token_id=tok.vision_start_id)
+                                            vision_start_token_id=tok.vision_start_id, **tiles)
 
     # -------------------------------------------------------------------------------------------------- forward
     def _visual_features(self, kind: str, visuals: Optional[Sequence[torch.Tensor]], grids: Optional[torch.Tensor],
-                         n_tokens: int) -> Optional[torch.Tensor]:
+                         n_tokens: int, tiles: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
         token = 'video' if kind == 'video' else 'image'
         if visuals is None or len(visuals) == 0:
             if n_tokens:
@@ -277,6 +347,25 @@ class VideoLLM(nn.Module):
             raise ValueError(f'{token}_grid_thw must be ({len(visuals)}, 3), one pre-merge [t, h, w] per {kind}, got '
                              f'shape {tuple(grids.shape)}')
         m = self.merge
+        crops = torch.ones(len(visuals), dtype=torch.int64)
+        if tiles is not None:
+            tiles = torch.as_tensor(tiles)
+            if kind != 'image' or tuple(tiles.shape) != (len(visuals), 2):
+                raise ValueError(f'image_tiles must be ({len(visuals)}, 2), one [cols, rows] per image, got shape '
+                                 f'{tuple(tiles.shape)}; fix: pass the image_tiles collate() returns')
+            if bool((tiles > 1).any()) and not self.decoder.pe.spec.takes_tiles:
+                raise ValueError(tiles_refusal(self.scheme))
+            crops = torch.tensor([num_crops(c, r) for c, r in tiles.tolist()], dtype=torch.int64)
+            flat, flat_grids = [], []
+            for i, (v, k, g) in enumerate(zip(visuals, crops.tolist(), grids.tolist())):
+                v = v.unsqueeze(0) if v.dim() == 3 else v
+                if v.dim() != 4 or v.shape[0] != k:
+                    raise ValueError(f'image #{i} has tiles {tiles[i].tolist()}, so {k} crops (tiles + thumbnail), but '
+                                     f'its pixels have shape {tuple(v.shape)}; fix: pass the (crops, C, H, W) tensor '
+                                     'prepare_image returns')
+                flat.extend(v.unbind(0))
+                flat_grids.extend([g] * k)
+            visuals, grids = flat, torch.tensor(flat_grids, dtype=torch.int64)
         described = int((grids[:, 0] * grids[:, 1] * grids[:, 2]).sum()) // (m * m)
         if described != n_tokens:
             raise ValueError(f'{token}_grid_thw describes {described} merged {token} tokens (sum of t*h*w/{m * m}) but '
@@ -293,14 +382,15 @@ class VideoLLM(nn.Module):
         return torch.cat(out)
 
     def embed(self, input_ids: torch.Tensor, videos=None, video_grid_thw=None, images=None,
-              image_grid_thw=None) -> torch.Tensor:
-        """Token embeddings ``(B, L, dim)`` with the projected visual features in the image / video token slots."""
+              image_grid_thw=None, image_tiles=None) -> torch.Tensor:
+        """Token embeddings ``(B, L, dim)`` with the projected visual features in the image / video token slots (a
+        tiled image: its crops through the tower one by one, tiles then thumbnail, as the prompt lays them out)."""
         x = self.decoder.embed(input_ids)
         tok = self.tokenizer
-        for kind, token_id, visuals, grids in (('video', tok.video_id, videos, video_grid_thw),
-                                               ('image', tok.image_id, images, image_grid_thw)):
+        for kind, token_id, visuals, grids, tiles in (('video', tok.video_id, videos, video_grid_thw, None),
+                                                      ('image', tok.image_id, images, image_grid_thw, image_tiles)):
             slots = input_ids == token_id
-            feats = self._visual_features(kind, visuals, grids, _count(slots))
+            feats = self._visual_features(kind, visuals, grids, _count(slots), tiles)
             if feats is not None:
                 x = x.masked_scatter(slots.unsqueeze(-1), feats.to(x.dtype))
         return x
@@ -326,7 +416,8 @@ class VideoLLM(nn.Module):
                 images: Optional[Sequence[torch.Tensor]] = None, image_grid_thw: Optional[torch.Tensor] = None,
                 second_per_grid_ts: Optional[Sequence[float]] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, logits_mask: Optional[torch.Tensor] = None,
-                scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None) -> VLMOutput:
+                scheme_options: Optional[Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None,
+                image_tiles: Optional[torch.Tensor] = None) -> VLMOutput:
         """Logits of a batch (teacher forcing), and the loss on labelled tokens.
 
         Args:
@@ -334,7 +425,9 @@ class VideoLLM(nn.Module):
             attention_mask: ``(B, L)``, 0 for padding (either side).
             videos: float clips ``(T, C, H, W)`` (from :meth:`prepare_video`), in batch order.
             video_grid_thw: ``(num_videos, 3)`` pre-merge grids (must match the clips and the video tokens).
-            images: float images ``(C, H, W)``; ``image_grid_thw`` ``(num_images, 3)`` their grids.
+            images: float images ``(C, H, W)``; ``image_grid_thw`` ``(num_images, 3)`` their grids; a tiled image is
+                ``(crops, C, H, W)`` (:meth:`prepare_image`) with ``image_grid_thw`` one tile's grid.
+            image_tiles: ``(num_images, 2)`` tile grids ``[cols, rows]`` (from :meth:`collate`; ``None``: untiled).
             second_per_grid_ts: seconds per temporal patch per video (used by ``qwen2_5_vl``).
             position_ids: ``(A, B, L)`` to use instead of computing them.
             labels: ``(B, L)`` int64 targets, :data:`IGNORE_INDEX` where no loss; the loss of token ``k`` is on the
@@ -348,11 +441,11 @@ class VideoLLM(nn.Module):
                 count does not match the visual tokens or the frames; errors of :func:`get_position_ids`.
         """
         self._check_ids(input_ids, attention_mask)
-        x = self.embed(input_ids, videos, video_grid_thw, images, image_grid_thw)
+        x = self.embed(input_ids, videos, video_grid_thw, images, image_grid_thw, image_tiles)
         deltas = None
         if position_ids is None:
             position_ids, deltas = self.position_ids(input_ids, attention_mask, image_grid_thw, video_grid_thw,
-                                                     second_per_grid_ts, scheme_options)
+                                                     second_per_grid_ts, scheme_options, image_tiles)
         hidden = self.decoder(x, position_ids, self.key_mask(attention_mask))
         logits = self.decoder.logits(hidden if logits_mask is None else hidden[logits_mask.bool()])
         loss = None
@@ -392,12 +485,15 @@ VLM_SIZES: Dict[str, Dict[str, Any]] = {
 }
 _KWARGS = ('vision_tower', 'tower_kwargs', 'temporal_patch_size', 'spatial_merge_size', 'dim', 'depth', 'num_heads',
            'num_kv_heads', 'head_dim', 'mlp_hidden', 'theta', 'mrope_section', 'scheme_options', 'max_seq_len',
-           'pretrained_tower', 'p_rope', 'extrapolation')
+           'pretrained_tower', 'p_rope', 'extrapolation', 'max_tiles')
+
+
+#: AnyRes tile budget per image of the registered models whose scheme takes tiles (CoMemo's max_dynamic_patch).
+DEFAULT_MAX_TILES = 6
 
 
 def vlm_schemes() -> List[str]:
-    """Canonical scheme names with ``pe_vlm_*`` models (aliases such as ``qwen3_vl`` left out, and ``rope_dhr``,
-    whose tiled images the video-LLM does not have yet)."""
+    """Canonical scheme names with ``pe_vlm_*`` models (aliases such as ``qwen3_vl`` left out)."""
     return [n for n in list_schemes() if get_scheme(n).name == n and get_scheme(n).in_video_llm]
 
 
@@ -416,7 +512,8 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
         **kwargs: overrides of the size's defaults: ``vision_tower`` (a timm model name), ``tower_kwargs``,
             ``temporal_patch_size``, ``dim``, ``depth``, ``num_heads``, ``num_kv_heads``, ``head_dim``,
             ``mlp_hidden``, ``theta``, ``mrope_section``, ``scheme_options``, ``max_seq_len``, ``extrapolation``,
-            ``pretrained_tower``, ``spatial_merge_size``, ``p_rope``.
+            ``pretrained_tower``, ``spatial_merge_size``, ``p_rope``, ``max_tiles`` (default
+            :data:`DEFAULT_MAX_TILES` for a scheme that takes tiles, else 1).
 
     Returns:
         ``{'scheme': ..., **arguments}`` for :class:`VideoLLM`.
@@ -431,8 +528,7 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
     if size not in VLM_SIZES:
         raise ValueError(f'{name!r}: unknown size {size!r}; fix: use one of {sorted(VLM_SIZES)}')
     if scheme in list_schemes() and not get_scheme(scheme).in_video_llm:
-        raise ValueError(f'{name!r}: scheme {scheme!r} needs tiled images (a thumbnail plus AnyRes tiles), which the '
-                         'video-LLM image path does not have yet; fix: use its ids through '
+        raise ValueError(f'{name!r}: scheme {scheme!r} has no video-LLM; fix: use its ids through '
                          f"get_layout_position_ids({scheme!r}, segments) or pick one of {vlm_schemes()}")
     if scheme not in vlm_schemes():
         close = difflib.get_close_matches(scheme, vlm_schemes(), n=2)
@@ -443,6 +539,8 @@ def video_llm_config(name: str, **kwargs: Any) -> Dict[str, Any]:
         raise ValueError(f'create_video_llm({name!r}) got unknown option(s) {unknown}; its options are {list(_KWARGS)}')
     args = dict(VLM_SIZES[size])
     args['num_kv_heads'] = get_scheme(scheme).fit_kv_heads(args['num_kv_heads'])
+    if get_scheme(scheme).takes_tiles:
+        args['max_tiles'] = DEFAULT_MAX_TILES
     args.update(kwargs)
     return dict(scheme=scheme, **args)
 

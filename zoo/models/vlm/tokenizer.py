@@ -105,6 +105,8 @@ class PromptInputs:
         video_grid_thw: ``(num_videos, 3)`` int64 pre-merge grids ``[t, h, w]`` (``t`` temporal patches), or None.
         second_per_grid_ts: seconds per temporal patch, one per video, or ``None`` without videos.
         num_answer_tokens: tokens with a label.
+        image_tiles: ``(num_images, 2)`` int64 AnyRes tile grids ``[cols, rows]`` (``[1, 1]``: untiled), or ``None``
+            when no image is tiled.
     """
     input_ids: torch.Tensor
     labels: torch.Tensor
@@ -113,6 +115,7 @@ class PromptInputs:
     second_per_grid_ts: Optional[List[float]] = None
     num_answer_tokens: int = 0
     extra: Dict[str, Any] = field(default_factory=dict)
+    image_tiles: Optional[torch.Tensor] = None
 
 
 def _grid(seg: Mapping[str, Any], i: int, merge: int) -> List[int]:
@@ -134,6 +137,22 @@ def _grid(seg: Mapping[str, Any], i: int, merge: int) -> List[int]:
     return [t, h, w]
 
 
+def _tiles(seg: Mapping[str, Any], i: int) -> List[int]:
+    """``[cols, rows]`` of an image segment (``[1, 1]`` without ``tiles``)."""
+    if 'tiles' not in seg:
+        return [1, 1]
+    g = seg['tiles']
+    try:
+        cols, rows = (int(x) for x in g)
+        ok = all(float(x) == int(x) for x in g) and cols >= 1 and rows >= 1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or seg['type'] != 'image':
+        raise ValueError(f'content[{i}]: tiles must be [cols, rows] (positive integers) of an image, got {g!r} on a '
+                         f'{seg["type"]!r} segment; fix: use VideoLLM.prepare_image')
+    return [cols, rows]
+
+
 def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[str, Any]]],
                  answer: Optional[str] = None, *, style: str = 'qwen2', spatial_merge_size: int = 2,
                  system: Optional[str] = None) -> PromptInputs:
@@ -145,13 +164,17 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
         [answer <|im_end|>]
 
     A visual block is ``<|vision_start|> <pad> x n <|vision_end|>`` with ``n = t*h*w / spatial_merge_size**2``
-    (``<|image_pad|>`` or ``<|video_pad|>``). In the ``'qwen3'`` style each of a video's ``t`` temporal patches is its
+    (``<|image_pad|>`` or ``<|video_pad|>``). A tiled image (``tiles = [cols, rows]``, AnyRes) is one block of its
+    tiles' tokens in crop order (row-major) then, for more than one tile, the thumbnail's: ``(cols * rows + 1) * h * w
+    / merge**2`` tokens, ``grid`` being one tile's (the InternVL / CoMemo layout, ``<img> ... </img>``, with this
+    tokenizer's markers). In the ``'qwen3'`` style each of a video's ``t`` temporal patches is its
     own block of ``h*w / merge**2`` tokens preceded by the text ``<{seconds:.1f} seconds>``; the video keeps one
     un-split grid row (the ids split it).
 
     Args:
         tokenizer: the :class:`VLMTokenizer`.
-        content: strings (text) and dicts ``{'type': 'image', 'grid': (1, h, w)}`` or ``{'type': 'video', 'grid':
+        content: strings (text) and dicts ``{'type': 'image', 'grid': (1, h, w)[, 'tiles': (cols, rows)]}`` (from
+            ``VideoLLM.prepare_image``) or ``{'type': 'video', 'grid':
             (t, h, w), 'timestamps': [t floats, seconds] (optional), 'second_per_grid_t': float (optional, default
             1.0)}``; grids are pre-merge, in tower patches. Without timestamps, patch ``k`` is at ``k *
             second_per_grid_t`` seconds.
@@ -165,7 +188,7 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
 
     Raises:
         ValueError: unknown style or content type; a grid that is not positive, not divisible by the merge, or an
-            image with ``t != 1``; timestamps whose count is not ``t``; a non-positive ``second_per_grid_t``.
+            image with ``t != 1``; ``tiles`` that are not two positive ints of an image; timestamps whose count is not ``t``; a non-positive ``second_per_grid_t``.
     """
     if style not in ('qwen2', 'qwen3'):
         raise ValueError(f'unknown prompt style {style!r}; fix: use "qwen2" or "qwen3" (the scheme\'s style)')
@@ -174,7 +197,7 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
     if system is not None:
         ids += [tok.im_start_id] + tok.encode('system ' + system) + [tok.eos_id]
     ids += [tok.im_start_id] + tok.encode('user')
-    images, videos, secs = [], [], []
+    images, videos, secs, tiles = [], [], [], []
     if isinstance(content, (str, Mapping)):
         content = [content]
     for i, seg in enumerate(content):
@@ -190,8 +213,11 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
         t, h, w = _grid(seg, i, m)
         per = (h // m) * (w // m)
         if kind == 'image':
+            cols, rows = _tiles(seg, i)
             images.append([t, h, w])
-            ids += [tok.vision_start_id] + [tok.image_id] * per + [tok.vision_end_id]
+            tiles.append([cols, rows])
+            crops = cols * rows + (cols * rows > 1)
+            ids += [tok.vision_start_id] + [tok.image_id] * (crops * per) + [tok.vision_end_id]
             continue
         sec = float(seg.get('second_per_grid_t', 1.0) or 1.0)
         if not sec > 0:
@@ -218,8 +244,10 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
         labels += ans
         n_answer = len(ans)
     as_grid = (lambda g: torch.tensor(g, dtype=torch.int64) if g else None)
+    tiled = any(c * r > 1 for c, r in tiles)
     return PromptInputs(torch.tensor(ids, dtype=torch.int64), torch.tensor(labels, dtype=torch.int64),
-                        as_grid(images), as_grid(videos), secs or None, n_answer)
+                        as_grid(images), as_grid(videos), secs or None, n_answer,
+                        image_tiles=as_grid(tiles) if tiled else None)
 
 
 def collate_prompts(prompts: Sequence[PromptInputs], pad_id: int, padding_side: str = 'right') -> Dict[str, Any]:
@@ -232,8 +260,10 @@ def collate_prompts(prompts: Sequence[PromptInputs], pad_id: int, padding_side: 
 
     Returns:
         dict of ``input_ids`` ``(B, L)`` int64, ``attention_mask`` ``(B, L)`` int64 (0 = padding), ``labels``
-        ``(B, L)`` int64, ``image_grid_thw`` / ``video_grid_thw`` (grids of every sample, in batch order, or None)
-        and ``second_per_grid_ts`` (list or None).
+        ``(B, L)`` int64, ``image_grid_thw`` / ``video_grid_thw`` (grids of every sample, in batch order, or None),
+        ``second_per_grid_ts`` (list or None) and ``image_tiles`` (``(num_images, 2)`` tile grids ``[cols, rows]`` of
+        every image in batch order, ``[1, 1]`` for untiled ones, when any image of the batch is tiled; else None).
+        Samples may have different tile grids: each image's tokens and grid rows stay its own.
 
     Raises:
         ValueError: no prompts or an unknown padding side.
@@ -254,6 +284,11 @@ def collate_prompts(prompts: Sequence[PromptInputs], pad_id: int, padding_side: 
     imgs = [p.image_grid_thw for p in prompts if p.image_grid_thw is not None]
     vids = [p.video_grid_thw for p in prompts if p.video_grid_thw is not None]
     secs = [s for p in prompts for s in (p.second_per_grid_ts or [])]
+    tiles = None
+    if any(p.image_tiles is not None for p in prompts):
+        tiles = torch.cat([p.image_tiles if p.image_tiles is not None else
+                           torch.ones(len(p.image_grid_thw), 2, dtype=torch.int64)
+                           for p in prompts if p.image_grid_thw is not None])
     return dict(input_ids=ids, attention_mask=mask, labels=labels,
                 image_grid_thw=torch.cat(imgs) if imgs else None, video_grid_thw=torch.cat(vids) if vids else None,
-                second_per_grid_ts=secs or None)
+                second_per_grid_ts=secs or None, image_tiles=tiles)
