@@ -1,0 +1,254 @@
+"""zoo in lmms-eval (zoo.integrations.lmms_eval, extra ``zoo[lmms]``): the ``--model zoo`` entry point, the shipped
+task YAMLs run offline, the score equal to ``zoo eval-video``'s on the same items, frames and model, lmms-eval's CLI
+with ``--limit`` and ``--log_samples``, one-line errors, and zoo's answer reader against lmms-eval's MVBench
+extraction on the table of tests/test_answers.py.
+
+These tests need lmms-eval, which lives in a venv of its own (``.ci/run``: ``pip install -e '.[lmms,test]'``); they
+skip, saying so, where it is not importable, except the first one (zoo without lmms-eval). ``python
+tests/integrations/test_lmms_eval.py --table`` prints the parser table of docs/lmms_eval.md.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault('HF_HUB_OFFLINE', '1')         # nothing here may reach the hub
+os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / 'tests'))
+
+try:
+    import lmms_eval  # noqa: F401
+    HAVE_LMMS = True
+except ImportError:
+    HAVE_LMMS = False
+
+needs_lmms = pytest.mark.skipif(not HAVE_LMMS, reason="lmms-eval is not installed (pip install -e '.[lmms,test]' in "
+                                "a venv of its own; .ci/run does)")
+
+KW = dict(dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=64,
+          tower_kwargs=dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2))
+
+
+def test_without_lmms_eval_one_line_names_the_extra(monkeypatch):
+    import zoo.integrations.lmms_eval as integ
+    from zoo.errors import MissingDependencyError
+    monkeypatch.setitem(sys.modules, 'lmms_eval', None)           # as if it were not installed
+    for mod in ('zoo.integrations.lmms_eval.model', 'zoo.integrations.lmms_eval.videoqa_task'):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    with pytest.raises(MissingDependencyError) as e:
+        import zoo.integrations.lmms_eval.model  # noqa: F401
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and "pip install 'zoo[lmms]'" in msg and 'lmms_eval' in msg
+    with pytest.raises(MissingDependencyError, match=r"zoo\[lmms\]"):
+        integ.model_manifest()
+    assert os.path.isfile(os.path.join(integ.task_dir(), 'zoo_mvbench.yaml'))
+
+
+# ---- fixtures --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+    from zoo.datasets.synthetic_videoqa import make_videoqa
+    root = tmp_path_factory.mktemp('vqa')
+    make_videoqa(str(root), num_per_task=3, num_frames=12, size=32, clips_dir=None, tasks=('counting', 'vniah'),
+                 niah_lengths=(16,), niah_depths=(0.0, 1.0), niah_per_cell=1, progress=False)
+    return str(root)
+
+
+@pytest.fixture(scope='module')
+def ckpt(tmp_path_factory):
+    from zoo.models.vlm import create_video_llm
+    torch.manual_seed(0)
+    model = create_video_llm('pe_vlm_tiny_mrope', **KW)
+    meta = dict(model_name='pe_vlm_tiny_mrope', model_kwargs=KW, img_size=32, num_frames=4, args=dict(seed=0))
+    path = tmp_path_factory.mktemp('ck') / 'mrope.pth'
+    torch.save(dict(model=model.state_dict(), meta=meta), path)
+    return str(path)
+
+
+@pytest.fixture
+def synthetic_root(data, monkeypatch):
+    monkeypatch.setenv('ZOO_LMMS_SYNTHETIC_ROOT', data)
+    monkeypatch.delenv('ZOO_LMMS_SYNTHETIC_TASKS', raising=False)
+    return data
+
+
+def _evaluate(ckpt, tasks, limit=None, batch_size=2, frames=4):
+    from lmms_eval.evaluator import simple_evaluate
+    from lmms_eval.tasks import TaskManager
+    from zoo.integrations.lmms_eval import task_dir
+    return simple_evaluate(model='zoo', model_args=f'pretrained={ckpt},max_frames_num={frames}', tasks=tasks,
+                           batch_size=batch_size, device='cpu', limit=limit, log_samples=True,
+                           task_manager=TaskManager('WARNING', include_path=task_dir(), model_name='zoo'),
+                           verbosity='WARNING')
+
+
+# ---- the model and the tasks --------------------------------------------------------------------------------------
+
+@needs_lmms
+def test_entry_point_registers_the_model():
+    from lmms_eval.models import get_model
+    from zoo.integrations.lmms_eval.model import ZooVideoLLM
+    assert get_model('zoo') is ZooVideoLLM
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_same_accuracy_as_eval_video(ckpt, synthetic_root, tmp_path):
+    from zoo.sweep.videoqa import eval_video
+    ev = eval_video(['--benchmark', 'mvbench', '--data-root', synthetic_root, '--checkpoint', ckpt, '--frames', '4',
+                     '--output', str(tmp_path / 'ev'), '--no-progress', '-j', '0', '-b', '2'])
+    zoo_row = ev['rows'][0]
+    out = _evaluate(ckpt, ['zoo_synthetic'], batch_size=3)
+    got = out['results']['zoo_synthetic']
+    assert got['zoo_acc,none'] == pytest.approx(zoo_row['acc']) and got['zoo_fallback,none'] == zoo_row['fallback']
+    ours = {s['doc']['id']: s for s in out['samples']['zoo_synthetic']}
+    assert len(ours) == zoo_row['n'] == 5
+    for p in ev['predictions']:                      # item by item: the same answer text, reading and score
+        s = ours[p['id']]
+        assert s['zoo_acc']['pred'] == p['pred'] and s['zoo_acc']['correct'] == p['correct']
+        assert s['resps'][0][0].strip() == p['output'].strip()
+    # the frames are zoo eval-video's: the segment midpoints of each item's window
+    logged = json.loads((tmp_path / 'ev' / 'results.json').read_text())['frames']['4']
+    from zoo.datasets.video import FrameSampling, read_video
+    doc = next(iter(ours.values()))['doc']
+    clip = read_video(doc['video'], FrameSampling('uniform', 4), start=doc['start'], end=doc['end'])
+    assert clip.indices.tolist() == logged[doc['id']]['indices']
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_lmms_protocol_side_by_side(ckpt, synthetic_root):
+    out = _evaluate(ckpt, ['zoo_synthetic', 'zoo_synthetic_lmms'], limit=3)
+    assert set(out['results']) >= {'zoo_synthetic', 'zoo_synthetic_lmms'}
+    assert 'mvbench_accuracy,none' in out['results']['zoo_synthetic_lmms']
+    lm = out['samples']['zoo_synthetic_lmms']
+    assert len(lm) == 3
+    prompt = lm[0]['arguments'][0] if 'arguments' in lm[0] else None
+    if prompt is not None:                          # lmms-eval's MVBench prompt, not zoo's
+        assert 'Only give the best option.' in str(prompt) and '\nOption:\n' in str(prompt)
+
+
+@needs_lmms
+def test_linspace_rule_is_lmms_evals(data):
+    import numpy as np
+    from zoo.integrations.lmms_eval.model import LinspaceSampling
+    s = LinspaceSampling('uniform', 4)
+    assert s.indices(12, 8.0, start=0.5, end=0.9).tolist() == [0, 3, 7, 11]
+    assert s.indices(12, 8.0).tolist() == np.linspace(0, 11, 4, dtype=int).tolist()
+
+
+@needs_lmms
+@pytest.mark.slow
+def test_cli_offline_limit_and_log_samples(ckpt, data, tmp_path):
+    from zoo.integrations.lmms_eval import task_dir
+    exe = Path(sys.executable).with_name('lmms-eval')
+    env = dict(os.environ, ZOO_LMMS_SYNTHETIC_ROOT=data, HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1',
+               HF_HOME=str(tmp_path / 'hf'), OMP_NUM_THREADS='1')
+    cmd = [str(exe), '--model', 'zoo', '--model_args', f'pretrained={ckpt},max_frames_num=4', '--tasks',
+           'zoo_synthetic', '--include_path', task_dir(), '--limit', '2', '--log_samples', '--output_path',
+           str(tmp_path / 'out'), '--batch_size', '2', '--device', 'cpu']
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert 'zoo_acc' in r.stdout and 'Error during evaluation' not in r.stdout + r.stderr
+    samples = list((tmp_path / 'out').rglob('*samples_zoo_synthetic*.jsonl'))
+    results = list((tmp_path / 'out').rglob('*results*.json'))
+    assert samples and results, sorted(str(p) for p in (tmp_path / 'out').rglob('*'))
+    lines = samples[0].read_text().splitlines()
+    assert len(lines) == 2                                       # --limit 2
+
+
+# ---- bad input: the one-line errors of zoo eval-video ------------------------------------------------------------
+
+@needs_lmms
+def test_not_a_video_llm_checkpoint_is_eval_videos_error(tmp_path):
+    from zoo.integrations.lmms_eval.model import ZooVideoLLM
+    image = tmp_path / 'image.pth'
+    torch.save(dict(model={'w': torch.zeros(1)}, meta=dict(model_name='pe_vit_tiny_patch16_ape_224')), image)
+    with pytest.raises(ValueError) as e:
+        ZooVideoLLM(pretrained=str(image), max_frames_num=4)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and 'not a video-LLM checkpoint' in msg and 'pe_vit_tiny_patch16_ape_224' in msg
+    with pytest.raises(ValueError, match='neither a zoo train-vlm run dir'):
+        ZooVideoLLM(pretrained='no_such_model', max_frames_num=4)
+    with pytest.raises(NotImplementedError, match='generate_until requests only'):
+        ZooVideoLLM.loglikelihood(None, [])
+
+
+@needs_lmms
+def test_missing_task_files_are_eval_videos_errors(tmp_path, monkeypatch, ckpt):
+    from zoo.integrations.lmms_eval.videoqa_task import load_docs
+    from zoo.sweep.videoqa import eval_video
+    monkeypatch.delenv('ZOO_LMMS_MVBENCH_ROOT', raising=False)
+    with pytest.raises(ValueError, match=r'ZOO_LMMS_MVBENCH_ROOT.*not set') as e:
+        load_docs('mvbench')
+    assert len(str(e.value).splitlines()) == 1
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    for root in (empty, tmp_path / 'missing'):
+        monkeypatch.setenv('ZOO_LMMS_MVBENCH_ROOT', str(root))
+        with pytest.raises(Exception) as ours:
+            load_docs('mvbench')
+        with pytest.raises(Exception) as theirs:
+            eval_video(['--benchmark', 'mvbench', '--data-root', str(root), '--checkpoint', ckpt, '--frames', '4',
+                        '--output', str(tmp_path / 'o')])
+        assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+        assert len(str(ours.value).splitlines()) == 1
+
+
+# ---- zoo's answer reader against lmms-eval's MVBench extraction -------------------------------------------------
+
+def lmms_reading(text, options):
+    """The option lmms-eval's MVBench scoring credits for ``text`` (its ``mcq_acc`` against each letter), or
+    ``None``; lmms-eval leaves an empty answer out of the accuracy."""
+    from lmms_eval.tasks.mvbench.utils import mcq_acc
+    hits = [k for k in range(len(options)) if mcq_acc(chr(65 + k), text)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def parser_table():
+    """Markdown: every row of tests/test_answers.py with zoo's reading and lmms-eval's, and the agreement counts."""
+    from test_answers import CASES
+    from zoo.tasks.answers import parse_choice
+
+    def show(k, options):
+        return '—' if k is None else f'{chr(65 + k)} ({options[k]})'
+
+    rows, same = [], 0
+    for text, options, expected in CASES:
+        z, lm = parse_choice(text, options), lmms_reading(text, options)
+        same += z == lm
+        mark = '' if z == lm else ' ≠'
+        rows.append(f'| `{text!r}` | {" / ".join(options)} | {show(expected, options)} | {show(z, options)} | '
+                    f'{show(lm, options)}{mark} |')
+        assert z == expected
+    right = sum(lmms_reading(t, o) == e for t, o, e in CASES)
+    head = ('| model output | options | a person reads | zoo | lmms-eval MVBench |\n|---|---|---|---|---|')
+    summary = (f'{len(CASES)} outputs: zoo reads {len(CASES)} as a person does, lmms-eval {right}; '
+               f'the two agree on {same}.')
+    return head + '\n' + '\n'.join(rows) + '\n\n' + summary
+
+
+@needs_lmms
+def test_parser_table_is_in_the_docs():
+    table = parser_table()
+    doc = (ROOT / 'docs' / 'lmms_eval.md').read_text()
+    assert table in doc, 'docs/lmms_eval.md is out of date: python tests/integrations/test_lmms_eval.py --table'
+
+
+@needs_lmms
+def test_lmms_extraction_examples():
+    colors = ['red', 'green', 'blue', 'yellow']
+    assert lmms_reading('B', colors) == 1 and lmms_reading('(C) blue', colors) == 2
+    assert lmms_reading('2', ['1', '2', '3', '4']) is None           # lmms-eval reads letters only
+
+
+if __name__ == '__main__':
+    if '--table' in sys.argv:
+        print(parser_table())
