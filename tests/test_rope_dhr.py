@@ -71,16 +71,12 @@ def test_default_maps_tile_centres_in_crop_order():
     assert official[256:512].view(16, 16)[0, 0] == 16 * 7  # the official's second crop: bottom-left region, row 7
 
 
-def test_tiles_refused_by_other_schemes_and_video_llm():
+def test_tiles_refused_by_other_schemes_and_hf():
     seg = [{'type': 'text', 'len': 2}, {'type': 'image', 'h': 2, 'w': 2, 'tiles': [2, 1]}]
     with pytest.raises(ValueError, match=r"scheme 'mrope' cannot lay out tiled images .* use one of \['rope_dhr'\]"):
         get_layout_position_ids('mrope', seg)
     with pytest.raises(ValueError, match='tiles .* belong to an image'):
         get_layout_position_ids('rope_dhr', [{'type': 'video', 't': 2, 'h': 2, 'w': 2, 'tiles': [2, 1]}])
-    from zoo.models.vlm import create_video_llm, list_video_llms
-    assert not any('rope_dhr' in n for n in list_video_llms())
-    with pytest.raises(ValueError, match='needs tiled images'):
-        create_video_llm('pe_vlm_tiny_rope_dhr')
     from zoo.hf import patch_rope_index
     with pytest.raises(ValueError, match="'rope_dhr' cannot be patched into a Hugging Face model"):
         patch_rope_index(torch.nn.Linear(2, 2), 'rope_dhr')

@@ -358,10 +358,11 @@ class VideoLLM(nn.Module):
             crops = torch.tensor([num_crops(c, r) for c, r in tiles.tolist()], dtype=torch.int64)
             flat, flat_grids = [], []
             for i, (v, k, g) in enumerate(zip(visuals, crops.tolist(), grids.tolist())):
-                v = v.unsqueeze(0) if v.dim() == 3 else v
-                if v.dim() != 4 or v.shape[0] != k:
-                    raise ValueError(f'image #{i} has tiles {tiles[i].tolist()}, so {k} crops (tiles + thumbnail), but '
-                                     f'its pixels have shape {tuple(v.shape)}; fix: pass the (crops, C, H, W) tensor '
+                shape = tuple(getattr(v, 'shape', ()))
+                v = v.unsqueeze(0) if k == 1 and len(shape) == 3 else v
+                if not isinstance(v, torch.Tensor) or v.dim() != 4 or v.shape[0] != k:
+                    raise ValueError(f'image #{i} has tiles {tiles[i].tolist()}, so {k} crop(s) (tiles + thumbnail), '
+                                     f'but its pixels have shape {shape}; fix: pass the (crops, C, H, W) tensor '
                                      'prepare_image returns')
                 flat.extend(v.unbind(0))
                 flat_grids.extend([g] * k)
