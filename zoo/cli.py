@@ -1,5 +1,5 @@
 """The ``zoo`` command line (thin: parse, call, print one-line errors): ``zoo list | demo | train | train-vlm |
-eval-resolution | eval-frames | eval-video | make-videos | make-videoqa``.
+eval-resolution | eval-frames | eval-video | make-videos | make-videoqa | make-imageqa``.
 
 User errors (missing data, unknown model, incompatible checkpoint, bad sizes, an output dir in use or holding another
 run, a full or read-only disk) print one message and exit with status 2, without a traceback; set ``ZOO_DEBUG=1`` to
@@ -81,6 +81,8 @@ SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
                     'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
     'make-videoqa': (_call('zoo.datasets.synthetic_videoqa', 'main', status=True),
                      'write a synthetic video-QA set (MVBench JSON + MP4s, incl. V-NIAH)'),
+    'make-imageqa': (_call('zoo.datasets.synthetic_imageqa', 'main', status=True),
+                     'write a synthetic high-resolution image-QA set for tiled images (which tile holds the object)'),
     'demo': (_call('zoo.demo', 'demo'),
              'train tiny PE models on bundled CIFAR-10 images and clips, print the reports (~2 min)'),
 }

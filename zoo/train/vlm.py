@@ -111,5 +111,6 @@ def train_vlm(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         ValueError / FileNotFoundError / zoo.errors.ZooError: user errors (bad options, missing data, unknown
             model, output dir in use or holding another run, a ``--resume`` flag contradicting the record).
     """
-    return train(argv, parse=parse_vlm_args, training=VideoQATraining, prog='zoo train-vlm')
+    from zoo.tasks.imageqa import vlm_training  # --benchmark imageqa: tiled images (ImageQATraining)
+    return train(argv, parse=parse_vlm_args, training=vlm_training, prog='zoo train-vlm')
 

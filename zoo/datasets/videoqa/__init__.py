@@ -6,7 +6,7 @@ row per reason; :class:`VideoQADataset` reads their frames with a fixed protocol
 """
 from .common import (BenchmarkFormatError, LoadReport, VideoQARecord, VideoResolver, get_benchmark, list_benchmarks,
                      load_benchmark, probe_records, register_benchmark)
-from . import egoschema, longvideobench, mlvu, mvbench, nextqa, videomme  # noqa: F401  (registers the readers)
+from . import egoschema, imageqa, longvideobench, mlvu, mvbench, nextqa, videomme  # noqa: F401  (registers readers)
 from .dataset import VideoQADataset, collate_videoqa
 
 __all__ = ['BenchmarkFormatError', 'LoadReport', 'VideoQARecord', 'VideoResolver', 'VideoQADataset',
