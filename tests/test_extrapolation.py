@@ -16,8 +16,8 @@ import zoo  # noqa: F401
 from zoo.cli import main
 from zoo.encodings import Positions, create_pos_encoding
 from zoo.encodings.absolute import sincos2d_at
-from zoo.encodings.extrapolation import (STRATEGIES, Extrapolation, extrapolation_of, ntk_exponents,
-                                         set_extrapolation, yarn_ramp)
+from zoo.encodings.extrapolation import (ROTARY_STRATEGIES, STRATEGIES, Extrapolation, extrapolation_of,
+                                         ntk_exponents, set_extrapolation, yarn_ramp)
 from zoo.encodings.rotation import grid_coords, rope_frequencies
 
 CPU = torch.device('cpu')
@@ -247,7 +247,7 @@ def test_check_extrapolation_validates_without_changing_the_encoding():
     assert pe.extrapolation.strategy == 'pi'
 
 
-@pytest.mark.parametrize('pe, supported', [('rope_axial', STRATEGIES), ('rope_mixed_ape', STRATEGIES),
+@pytest.mark.parametrize('pe, supported', [('rope_axial', ROTARY_STRATEGIES), ('rope_mixed_ape', ROTARY_STRATEGIES),
                                            ('sincos', ('none', 'pi')), ('fourier', ('none', 'pi')),
                                            ('ape', ('none',)), ('irpe_k', ('none',)), ('peg', ('none',))])
 def test_supported_extrapolations_and_refusals_name_the_encoding(pe, supported):

@@ -185,9 +185,8 @@ def test_kv_cache_equals_full_forward(head_order):
 
 
 def test_refusals():
-    with pytest.raises(ValueError, match="taken only by the video-LLM decoder's multimodal_rope"):
-        create_pos_encoding('rope_axial', dict(dim=64, num_heads=4, depth=1, grid_size=(4, 4)),
-                            dict(extrapolation='mspoe'))
+    with pytest.raises(ValueError, match=r"taken only by the rotary encodings \(multimodal_rope, rope3d, rope_axial"):
+        create_pos_encoding('sincos', dict(dim=64, grid_size=(4, 4)), dict(extrapolation='mspoe'))
     with pytest.raises(ValueError, match='not a permutation'):
         _encoding(4, 2, 8, head_order=[0, 0])
     with pytest.raises(ValueError, match='ratio_min <= ratio_max'):

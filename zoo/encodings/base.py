@@ -43,7 +43,7 @@ from torch import nn
 
 from ._cache import TableCache
 from .checkpoint import CHECKPOINT_LAYOUTS, append_time_part
-from .extrapolation import STRATEGIES, Extrapolation
+from .extrapolation import ALL_STRATEGIES, Extrapolation, strategy_name
 from .registry import get_pos_encoding_class, list_pos_encodings, pos_encoding_name
 
 __all__ = ['Positions', 'AttnTerm', 'PosEncoding', 'check_keep_indices', 'pe_aux_loss']
@@ -357,9 +357,9 @@ class PosEncoding(nn.Module):
         name = pos_encoding_name(self)
         current = self.extrapolation
         if current is None:
-            plain = strategy if isinstance(strategy, str) else dict(strategy).get('strategy', 'none')
-            if plain not in STRATEGIES:
-                raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {STRATEGIES}')
+            plain = strategy_name(strategy)  # 'longrope=FILE' -> 'longrope'
+            if plain not in ALL_STRATEGIES:
+                raise ValueError(f'unknown extrapolation strategy {plain!r}; choose one of {ALL_STRATEGIES}')
             if plain != 'none':
                 takers = [n for n in list_pos_encodings()
                           if plain in getattr(get_pos_encoding_class(n), 'extrapolation_strategies', ())]

@@ -24,7 +24,8 @@ from ._cache import TableCache, param_key
 from ._grid import as_thw, parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
-from .extrapolation import STRATEGIES, Extrapolation, ntk_exponents
+from .extrapolation import ROTARY_STRATEGIES, Extrapolation, ntk_exponents
+from . import mspoe_axes
 from .randomized import RandomPositions
 from .registry import register_pos_encoding
 from .rotation import apply_rope, check_p_rope, grid_coords, p_rope_mask, rope_frequencies, rope_sin_cos
@@ -116,7 +117,7 @@ class RoPEAxial(PosEncoding):
     family = 'RoPE-Axial'
     adaptation = 'RoPE extrapolated on integer patch positions'
     supports_video = False
-    extrapolation_strategies = STRATEGIES
+    extrapolation_strategies = ROTARY_STRATEGIES  # + longrope, mspoe (zoo.encodings.longrope, .mspoe_axes)
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 100.0,
                  grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none', p_rope: float = 1.0,
@@ -154,7 +155,9 @@ class RoPEAxial(PosEncoding):
             e, (lh, lw) = ntk_exponents(self.num_bands, x.device), self.extrapolation.train_grid
             bx, by = self.extrapolation.frequencies(bands, factors[1], lw, e), \
                 self.extrapolation.frequencies(bands, factors[0], lh, e)
-        out = torch.cat([x.float()[..., None] * bx, y.float()[..., None] * by], dim=-1)
+        ext, n = self.extrapolation, self.num_bands  # LongRoPE rescales positions per band (Extrapolation.positions)
+        out = torch.cat([ext.positions(x.float(), 1, factors[1], n) * bx, ext.positions(y.float(), 0, factors[0], n) * by],
+                        dim=-1)
         return out.unsqueeze(0) if x.dim() == 1 else out
 
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
@@ -166,6 +169,8 @@ class RoPEAxial(PosEncoding):
                                    scale=self.extrapolation.grid_attention_scale(factors)))
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
+            return mspoe_axes.attn_terms(self, pos, dtype, device)
         hw = pos.hw_2d('rope_axial')
         if self.training and self.random_positions.active:  # per-sample random coordinates: never cached
             coords = self.random_positions.draw((1, *hw), pos.draw_batch, device)
@@ -231,7 +236,7 @@ class RoPEMixed(PosEncoding):
     """
     family = 'RoPE-Mixed'
     adaptation = 'RoPE extrapolated on integer patch positions (learned frequencies)'
-    extrapolation_strategies = STRATEGIES
+    extrapolation_strategies = ROTARY_STRATEGIES  # + longrope, mspoe (zoo.encodings.longrope, .mspoe_axes)
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10.0,
                  grid_size: Optional[Tuple[int, ...]] = None, extrapolation: Any = 'none', p_rope: float = 1.0,
@@ -285,8 +290,12 @@ class RoPEMixed(PosEncoding):
         head_dim // 2)`` for per-sample ``(B, N)`` ones; ``factors``: the grid's extrapolation factors."""
         freqs = self.scaled_freqs(factors) if factors is not None else self.masked_freqs()
         coords = [x, y, t] if self.video else [x, y]
-        # (..., N) coordinates against (depth, heads, n) frequencies: (..., depth, heads, N, n)
-        return sum(c.float()[..., None, None, :, None] * f.unsqueeze(-2) for c, f in zip(coords, freqs))
+        axes = [len(coords) - 1, len(coords) - 2, 0]  # grid axis of x, y, t (LongRoPE: per axis and band)
+        ext, n, ladder = self.extrapolation, freqs.shape[-1], self._ladder()
+        fs = factors if factors is not None else (1.0,) * len(coords)
+        pos = [ext.positions(c.float(), a, fs[a], n, ladder) for c, a in zip(coords, axes)]
+        # (..., N, 1 or n) positions against (depth, heads, n) frequencies: (..., depth, heads, N, n)
+        return sum(p[..., None, None, :, :] * f.unsqueeze(-2) for p, f in zip(pos, freqs))
 
     def _terms(self, grid: Tuple[int, ...], num_prefix_tokens: int, device: torch.device,
                coords: Optional[torch.Tensor] = None) -> List[RotaryTerm]:
@@ -302,6 +311,8 @@ class RoPEMixed(PosEncoding):
         return [RotaryTerm.from_angles(a, num_prefix_tokens, scale=scale) for a in angles.unbind(1)]
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
+            return mspoe_axes.attn_terms(self, pos, dtype, device)
         grid = pos.grid_of('rope_mixed', self.video)
         npt = pos.num_prefix_tokens
         if self.training and self.random_positions.active:  # per-sample random coordinates
@@ -418,7 +429,7 @@ class RoPE3D(PosEncoding):
     """
     family = 'RoPE-3D (axial t | h | w, V-JEPA 2)'
     adaptation = 'RoPE extrapolated on integer tubelet / patch positions (t, row, col)'
-    extrapolation_strategies = STRATEGIES
+    extrapolation_strategies = ROTARY_STRATEGIES  # + longrope, mspoe (zoo.encodings.longrope, .mspoe_axes)
 
     def __init__(self, dim: int, num_heads: int, depth: int, theta: float = 10000.0, pairing: str = 'interleaved',
                  angle_dtype: str = 'float32', grid_size: Optional[Tuple[int, ...]] = None,
@@ -478,7 +489,7 @@ class RoPE3D(PosEncoding):
             e = ntk_exponents(self.sub // 2, coords.device)
             bands = torch.stack([ext.frequencies(bands, f, n, e) for f, n in zip(factors, ext.train_grid)])
             scale = ext.grid_attention_scale(factors)
-        angles = coords.to(cdtype)[..., None] * bands                        # (..., L, 3, sub / 2)
+        angles = ext.grid_positions(coords.to(cdtype), factors, self.sub // 2) * bands  # (..., L, 3, sub / 2)
         if self.pairing == 'interleaved':
             angles = torch.cat([angles.flatten(-2), angles.new_zeros(*angles.shape[:-2], self.rest // 2)], -1)
             sin, cos = rope_sin_cos(angles, 'interleaved')
@@ -503,6 +514,8 @@ class RoPE3D(PosEncoding):
                                 self.extrapolation.key()), build)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+        if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
+            return mspoe_axes.attn_terms(self, pos, dtype, device)
         if pos.ids is not None:
             ids = pos.ids
             if ids.dim() != 3 or ids.shape[0] != 3:

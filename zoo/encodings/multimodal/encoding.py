@@ -8,6 +8,7 @@ cos are float32; rotated tensors keep their dtype.
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -16,7 +17,7 @@ from torch import nn
 
 from .._cache import TableCache
 from ..base import AttnTerm, Positions, PosEncoding
-from ..extrapolation import HEAD_STRATEGIES, STRATEGIES, Extrapolation, ntk_exponents
+from ..extrapolation import ROTARY_STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
 from ..rotary import RotaryTerm
 from ..rotation import apply_rope, check_p_rope, p_rope_mask, rope_frequencies, rope_sin_cos
@@ -26,7 +27,7 @@ from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
 __all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'VistaTerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
-           'default_mrope_section', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+           'default_mrope_section', 'head_frequencies', 'harpe_bases', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
 LAYOUT = 'half'
@@ -93,32 +94,69 @@ def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Te
     return pos.expand(num_axes, -1, -1) if pos.shape[0] != num_axes else pos
 
 
-def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: float,
+def head_frequencies(head_dim: int, theta: Union[float, Sequence[float]],
+                     device: Optional[torch.device] = None) -> torch.Tensor:
+    """``theta^(-2j / head_dim)`` ``(1, head_dim // 2)`` float32 for one base, or ``(H, head_dim // 2)`` for per-key-head
+    bases (HARPE: head ``h`` uses base ``theta[h]``)."""
+    if isinstance(theta, (int, float)):
+        return rope_frequencies(head_dim // 2, float(theta), device=device)[None]
+    return torch.stack([rope_frequencies(head_dim // 2, float(t), device=device) for t in theta])
+
+
+def harpe_bases(num_heads: int, theta_min: float = 1e4, theta_max: float = 1e6) -> List[float]:
+    """Per-head RoPE bases on a geometric ladder ``theta_min (theta_max / theta_min)^(h / (H - 1))``, ``h < H``
+    (the zoo's default schedule for HARPE-style per-head bases; pass the list as ``theta``).
+
+    Raises:
+        ValueError: ``num_heads < 1`` or not ``0 < theta_min <= theta_max``.
+    """
+    if num_heads < 1 or not 0 < theta_min <= theta_max:
+        raise ValueError(f'harpe_bases needs num_heads >= 1 and 0 < theta_min <= theta_max, got {num_heads}, '
+                         f'{theta_min}, {theta_max}')
+    if num_heads == 1:
+        return [float(theta_min)]
+    return [float(theta_min * (theta_max / theta_min) ** (h / (num_heads - 1))) for h in range(num_heads)]
+
+
+def _tables(pos: torch.Tensor, axes: torch.Tensor, head_dim: int, theta: Union[float, Sequence[float]],
             ext: Optional[Extrapolation] = None, p_rope: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(sin, cos)`` ``(B, H|1, L, head_dim)`` float32 for ids ``pos`` ``(A, B, L)`` and allocation ``axes``.
 
     ``ext``: an extrapolation strategy; each pair's frequency scales with the factor of its axis (the span of the
     ids on that axis against ``ext.train_grid``), NTK exponents ``2j / (head_dim - 2)``; YaRN's temperature uses the
-    largest axis factor. ``p_rope``: p-RoPE, only the ``round(p * head_dim / 2)`` highest frequencies ``theta^(-2j /
-    head_dim)`` rotate, whichever axis the scheme gives them.
+    largest axis factor; LongRoPE divides the positions of pair ``j`` from ``n_hat`` on by ``lambda_j`` (its axis's
+    list, when that axis is extended). ``p_rope``: p-RoPE, only the ``round(p * head_dim / 2)`` highest frequencies
+    ``theta^(-2j / head_dim)`` rotate, whichever axis the scheme gives them. ``theta``: one base, or one per key head
+    (HARPE; ``H`` is then the key-head count).
     """
+    half = head_dim // 2
     axes = axes.to(pos.device)
-    inv_freq = rope_frequencies(head_dim // 2, theta, device=pos.device)                 # theta^(-2j/head_dim)
-    scale = 1.0
+    inv_freq = head_frequencies(head_dim, theta, pos.device)                              # (1 or Hk, half)
+    if inv_freq.shape[0] != axes.shape[0]:  # per-head bases and/or a per-head allocation
+        h = max(inv_freq.shape[0], axes.shape[0])
+        axes, inv_freq = axes.expand(h, half), inv_freq.expand(h, half)
+    scale, factors = 1.0, None
     if ext is not None and ext.active and ext.strategy != 'mspoe':  # Ms-PoE: per head, in MsPoETerm
         span = (pos.flatten(1).amax(1) - pos.flatten(1).amin(1) + 1).tolist()           # per id axis
         factors = ext.factors(span, 'multimodal_rope')
-        e = ntk_exponents(head_dim // 2, pos.device)
+        e = ntk_exponents(half, pos.device)
         per_axis = torch.stack([ext.frequencies(inv_freq, f, n, e) for f, n in zip(factors, ext.train_grid)])
-        inv_freq = per_axis.gather(0, axes.clamp(min=0))                                  # (H, half)
+        inv_freq = per_axis.gather(0, axes.clamp(min=0)[None])[0]                          # (H, half)
         scale = ext.attention_scale(max(factors))
     freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))                   # (H, half)
     if p_rope < 1.0:
-        half = head_dim // 2
         freq = freq * p_rope_mask(torch.arange(half, device=pos.device), half, p_rope)
     b, n = pos.shape[1:]
     per_pair = pos.to(torch.float32).permute(1, 2, 0).index_select(-1, axes.clamp(min=0).flatten())  # (B, L, H*half)
     per_pair = per_pair.view(b, n, *axes.shape).transpose(1, 2)                          # (B, H, L, half)
+    if factors is not None and ext.strategy == 'longrope' and max(factors) > 1.0:
+        ones = torch.ones(half, device=pos.device)
+        lam = torch.stack([ext.lambdas(a, half, pos.device) if f > 1.0 else ones for a, f in enumerate(factors)])
+        n_hat = torch.tensor([ext.n_hat(a) if f > 1.0 else float('inf') for a, f in enumerate(factors)],
+                             device=pos.device)
+        ax = axes.clamp(min=0)
+        lam, n_hat = lam.gather(0, ax), n_hat[ax]                                         # (H, half)
+        per_pair = torch.where(per_pair >= n_hat[:, None, :], per_pair / lam[:, None, :], per_pair)
     sin, cos = rope_sin_cos(per_pair * freq[None, :, None, :], LAYOUT)
     return (sin * scale, cos * scale) if scale != 1.0 else (sin, cos)
 
@@ -234,7 +272,8 @@ class MsPoETerm(AttnTerm):
     Args:
         pos: ``(A, B, L)`` float32 position ids (A: the scheme's axes).
         axes: ``(1 or Hk, head_dim / 2)`` int64 axis of each rotary pair (``-1``: not rotated).
-        inv_freq: ``(head_dim / 2,)`` float32 frequencies (radians per position).
+        inv_freq: ``(head_dim / 2,)`` or ``(1 or Hk, head_dim / 2)`` float32 frequencies (radians per position;
+            per key head with HARPE's bases).
         options: Ms-PoE's options (:func:`check_mspoe_options`).
         key_mask: ``(B, L_keys)`` bool, True for real keys (``'outlier'`` order), or ``None``.
     """
@@ -280,8 +319,15 @@ class MsPoETerm(AttnTerm):
         pos = self.pos.to(x.device).float()                                                       # (A, B, L)
         per_pair = pos.permute(1, 2, 0)[..., axes.clamp(min=0)]                                    # (B, L, H', half)
         per_pair = per_pair.permute(0, 2, 1, 3)                                                    # (B, H', L, half)
-        freq = torch.where(axes >= 0, self.inv_freq.to(x.device), torch.zeros_like(self.inv_freq.to(x.device)))
-        angles = (per_pair / r[:, :, None, None]) * freq[None, :, None, :]
+        inv_freq = self.inv_freq.to(x.device)
+        if inv_freq.dim() == 2 and inv_freq.shape[0] not in (1, h):  # per-key-head bases: queries follow their group
+            inv_freq = inv_freq.repeat_interleave(h // inv_freq.shape[0], dim=0)
+        freq = torch.where(axes >= 0, inv_freq, torch.zeros_like(inv_freq))
+        r = r[:, :, None, None]
+        if self.options.get('axes') is not None:  # per axis: pairs of the other axes keep ratio 1
+            on = torch.isin(axes, torch.tensor(self.options['axes'], device=x.device))        # (H', half)
+            r = torch.where(on[None, :, None, :], r, torch.ones_like(r))
+        angles = (per_pair / r) * freq[None, :, None, :]
         sin, cos = rope_sin_cos(angles, 'half')
         return apply_rope(x, sin, cos, 'half')
 
@@ -430,7 +476,9 @@ class MultimodalRoPE(PosEncoding):
         depth: layers (every layer gets the same term).
         num_kv_heads: key/value heads (GQA); default ``num_heads``. Per-head schemes (``mhrope``) allocate over them.
         scheme: a scheme name (:func:`list_schemes`), e.g. ``'mrope'``, ``'qwen3_vl'``, ``'videorope'``, ``'hope'``.
-        theta: RoPE base (1e6 Qwen2/2.5-VL, 5e6 Qwen3-VL).
+        theta: RoPE base (1e6 Qwen2/2.5-VL, 5e6 Qwen3-VL), or one base per key head (HARPE-style per-head bases, a
+            training-time choice: key head ``h`` and its query group rotate with ``theta[h]^(-2j / head_dim)``;
+            :func:`harpe_bases` gives a geometric ladder; ``docs/harpe.md``).
         mrope_section: the scheme's ``[t, h, w]`` split (pairs, or key heads for ``mhrope``); published split scaled
             when ``None``.
         head_dim: per-head width when it is not ``dim // num_heads``.
@@ -440,7 +488,8 @@ class MultimodalRoPE(PosEncoding):
             ``train_grid`` is the span of position ids per id axis seen in training (scheme axis order, e.g.
             ``(t, h, w)``; text: the context length on every axis); see :mod:`zoo.encodings.extrapolation`. Or
             ``{'strategy': 'mspoe', ...}`` (Ms-PoE, per key head, :mod:`zoo.encodings.multimodal.mspoe`; explicit ids
-            only).
+            only), or ``'longrope=FILE'`` / ``{'strategy': 'longrope', 'factors': [...], 'n_hat': ...}`` (LongRoPE,
+            per pair ``j``, :mod:`zoo.encodings.longrope`).
         p_rope: p-RoPE (Barbero et al., arXiv:2410.06205): the fraction of rotary pairs, the highest frequencies
             ``theta^(-2j / head_dim)``, that rotate; the others get zero frequency whichever axis the scheme gives
             them (so a scheme that puts t on the lowest frequencies, VideoRoPE, loses t first). 1 = the scheme as is.
@@ -459,11 +508,12 @@ class MultimodalRoPE(PosEncoding):
             Ms-PoE with a scheme whose term is more than a rotation (PyPE, CoPE, Vista).
     """
     family = 'Multimodal RoPE'
-    extrapolation_strategies = STRATEGIES + HEAD_STRATEGIES
+    extrapolation_strategies = ROTARY_STRATEGIES
     adaptation = 'positions from explicit per-token ids (or the grid laid out as one visual block); nothing learned'
 
     def __init__(self, dim: int, num_heads: int, depth: int, num_kv_heads: Optional[int] = None,
-                 scheme: str = 'mrope', theta: float = 1_000_000.0, mrope_section: Optional[Sequence[int]] = None,
+                 scheme: str = 'mrope', theta: Union[float, Sequence[float]] = 1_000_000.0,
+                 mrope_section: Optional[Sequence[int]] = None,
                  head_dim: Optional[int] = None, scheme_options: Optional[Mapping[str, Any]] = None,
                  extrapolation: Any = 'none', p_rope: float = 1.0):
         super().__init__()
@@ -480,6 +530,18 @@ class MultimodalRoPE(PosEncoding):
         if head_dim is None and dim % num_heads:
             raise ValueError(f'dim {dim} is not divisible by num_heads {num_heads}; fix: pass head_dim')
         self.head_dim = int(head_dim or dim // num_heads)
+        self.head_bases: Optional[Tuple[float, ...]] = None
+        if isinstance(theta, (list, tuple)):  # HARPE: one base per key head
+            try:
+                bases = tuple(float(t) for t in theta)
+            except (TypeError, ValueError):
+                bases = ()
+            if len(bases) != self.num_kv_heads or not all(b > 0 and b < float('inf') for b in bases):
+                raise ValueError(f'theta as per-head bases (HARPE) needs {self.num_kv_heads} positive bases, one per '
+                                 f'key head, got {list(theta)!r}; fix: theta=harpe_bases({self.num_kv_heads}) or '
+                                 'one float')
+            self.head_bases = bases
+            theta = math.exp(sum(math.log(b) for b in bases) / len(bases))  # geometric mean, for reports only
         if not float(theta) > 0:
             raise ValueError(f'theta must be > 0, got {theta}; fix: Qwen2/2.5-VL use 1e6, Qwen3-VL 5e6')
         self.theta = float(theta)
@@ -493,6 +555,11 @@ class MultimodalRoPE(PosEncoding):
             self.cope_pos_emb = nn.Parameter(torch.empty(depth, self.head_dim, npos))
             self.reset_parameters()
 
+    @property
+    def bases(self) -> Union[float, Tuple[float, ...]]:
+        """The RoPE base, or the per-key-head bases (HARPE) when ``theta`` was given as a list."""
+        return self.head_bases if self.head_bases else self.theta
+
     def reset_parameters(self) -> None:
         """CoPE's tables: normal(0, 0.02), as the decoder's other weights."""
         if self.cope_pos_emb is not None:
@@ -502,7 +569,8 @@ class MultimodalRoPE(PosEncoding):
         return {'cope_pos_emb'} if self.cope_pos_emb is not None else set()
 
     def extra_repr(self) -> str:
-        return f'scheme={self.scheme!r}, theta={self.theta:g}, head_dim={self.head_dim}, axes={tuple(self.axes.shape)}'
+        base = f'head_bases={list(self.head_bases)}' if self.head_bases else f'theta={self.theta:g}'
+        return f'scheme={self.scheme!r}, {base}, head_dim={self.head_dim}, axes={tuple(self.axes.shape)}'
 
     # ----------------------------------------------------------------------------------------- position ids
     def position_ids(self, input_ids: torch.Tensor, image_grid_thw: Optional[torch.Tensor] = None,
@@ -613,7 +681,7 @@ class MultimodalRoPE(PosEncoding):
     def term(self, position_ids: torch.Tensor, device: torch.device) -> RotaryTerm:
         """The rotation for ids ``(A, B, L)`` (``A = 1`` broadcasts to every axis)."""
         pos = _as_axes(position_ids.to(device), self.spec.num_axes, self.scheme)
-        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, self.extrapolation, self.p_rope),
+        return RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.bases, self.extrapolation, self.p_rope),
                           layout=LAYOUT)
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
@@ -675,7 +743,7 @@ class MultimodalRoPE(PosEncoding):
         """One :class:`MsPoETerm` per Ms-PoE layer (each settles its own head order), plain RoPE elsewhere."""
         opts = dict(self.extrapolation.mspoe)
         pos = _as_axes(ids.to(device), self.spec.num_axes, self.scheme).to(torch.float32)
-        inv_freq = rope_frequencies(self.head_dim // 2, self.theta, device=device)
+        inv_freq = head_frequencies(self.head_dim, self.bases, device)                    # (1 or Hk, half)
         if self.p_rope < 1.0:
             half = self.head_dim // 2
             inv_freq = inv_freq * p_rope_mask(torch.arange(half, device=device), half, self.p_rope)
@@ -686,7 +754,7 @@ class MultimodalRoPE(PosEncoding):
             if layers is None or i in layers:
                 terms.append(MsPoETerm(pos, self.axes, inv_freq, opts, key_mask))
             else:
-                plain = plain or RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.theta, None, self.p_rope),
+                plain = plain or RotaryTerm(*_tables(pos, self.axes, self.head_dim, self.bases, None, self.p_rope),
                                             layout=LAYOUT)
                 terms.append(plain)
         return terms

@@ -46,7 +46,9 @@ def check_mspoe_options(opts: Mapping[str, Any], encoding: str = 'multimodal_rop
 
     Options: ``ratio_min`` (1.2), ``ratio_max`` (1.8), ``head_order`` (``'normal'``, ``'outlier'`` or a permutation
     of the ratio indices), ``layers`` (``None``: every layer; else the 0-based layers that take Ms-PoE, the others
-    keep plain RoPE; the paper's scripts skip layers 0 and 1), ``official`` (False).
+    keep plain RoPE; the paper's scripts skip layers 0 and 1), ``official`` (False), ``axes`` (``None``: every axis
+    is compressed; else the axes whose positions are divided by the head's ratio: id axes of the scheme for the
+    video-LLM, grid axes for a ViT encoding).
 
     Raises:
         ValueError: a bad ratio range, head order, layer list or flag.
@@ -85,7 +87,16 @@ def check_mspoe_options(opts: Mapping[str, Any], encoding: str = 'multimodal_rop
             raise ValueError(f'{encoding}: mspoe layers must be >= 0, got {list(layers)}')
     if not isinstance(o['official'], bool):
         raise ValueError(f'{encoding}: mspoe official must be True or False, got {o["official"]!r}')
-    o.update(ratio_min=lo, ratio_max=hi, head_order=order, layers=layers)
+    axes = o.get('axes')
+    if axes is not None:
+        try:
+            axes = tuple(sorted({int(i) for i in axes}))
+        except TypeError:
+            raise ValueError(f'{encoding}: mspoe axes must be None (every axis) or a list of axis indices, got '
+                             f'{axes!r}') from None
+        if not axes or axes[0] < 0:
+            raise ValueError(f'{encoding}: mspoe axes must be non-empty indices >= 0, got {o["axes"]!r}')
+    o.update(ratio_min=lo, ratio_max=hi, head_order=order, layers=layers, axes=axes)
     return tuple(sorted(o.items()))
 
 
