@@ -118,3 +118,28 @@ def test_hold_until_needs_hold_cosine(tmp_path, capsys):
     assert main(['train', '--model', APE, '--data-dir', str(tmp_path), '--output', str(tmp_path / 'o'),
                  '--sched', 'hold_cosine', '--hold-until', '120']) == 2
     assert '--hold-until 120.0: must be a training top-1 in (0, 100] percent' in capsys.readouterr().err
+
+
+def test_hold_release_by_caps_the_hold():
+    """--hold-release-by: a run that never reaches --hold-until still decays from the cap; an earlier release wins;
+    a release reported after the cap does not move the decay (it already started)."""
+    s = HoldCosineScheduler(_opt(1.0), total_updates=100, release_at=90., warmup_updates=10, min_lr=0.01,
+                            release_by=50)
+    assert [s.lr_at(t, 1.0) for t in (10, 49, 50)] == [1.0] * 3
+    assert s.lr_at(75, 1.0) == pytest.approx(0.01 + 0.5 * 0.99) and s.lr_at(100, 1.0) == pytest.approx(0.01)
+    assert not s.observe(1, 40., 30) and s.observe(2, 40., 50) and s.released_at is None  # capped, not released
+    assert s.observe(3, 95., 60) and s.released_at is None and s.decay_start() == 50        # the cap stays the start
+    early = HoldCosineScheduler(_opt(1.0), total_updates=100, release_at=90., release_by=50)
+    assert early.observe(1, 91., 20) and early.decay_start() == 20
+    assert early.lr_at(60, 1.0) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+    with pytest.raises(ValueError, match='release_by'):
+        HoldCosineScheduler(_opt(), total_updates=10, release_at=50., release_by=11)
+
+
+def test_hold_release_by_option_checks(tmp_path, capsys):
+    data = str(tmp_path)
+    assert main(['train', '--model', APE, '--data-dir', data, '--output', str(tmp_path / 'o'), '--hold-release-by', '0.5']) == 2
+    assert '--hold-release-by applies to --sched hold_cosine only' in capsys.readouterr().err
+    assert main(['train', '--model', APE, '--data-dir', data, '--output', str(tmp_path / 'o'), '--sched', 'hold_cosine',
+                 '--hold-release-by', '1.5']) == 2
+    assert '--hold-release-by 1.5' in capsys.readouterr().err

@@ -154,6 +154,9 @@ def add_optimisation_options(p: argparse.ArgumentParser, epochs: int, batch_size
     g.add_argument('--hold-until', type=float, default=None, metavar='ACC',
                    help='--sched hold_cosine: training top-1 (percent) that starts the decay (default: halfway between '
                         'chance, 100 / classes or options, and 100)')
+    g.add_argument('--hold-release-by', type=float, default=None, metavar='FRAC',
+                   help='--sched hold_cosine: start the decay at the latest after this fraction of the updates (0-1), '
+                        'even if --hold-until was not reached (default: hold to the end)')
     g.add_argument('--warmup-epochs', type=float, default=warmup_epochs,
                    help='linear warmup (epochs, may be fractional)')
     g.add_argument('--warmup-lr', type=float, default=warmup_lr, help='learning rate at the start of warmup')
@@ -271,6 +274,11 @@ def check_run_options(args: argparse.Namespace) -> None:
             bad_option(_flag(name), getattr(args, name), '0 or more')
     if args.hold_until is not None and not 0 < args.hold_until <= 100:
         bad_option('--hold-until', args.hold_until, 'a training top-1 in (0, 100] percent')
+    if getattr(args, 'hold_release_by', None) is not None and not 0 <= args.hold_release_by <= 1:
+        bad_option('--hold-release-by', args.hold_release_by, 'a fraction of the updates in [0, 1]')
+    if getattr(args, 'hold_release_by', None) is not None and args.sched != 'hold_cosine':
+        raise ValueError(f'--hold-release-by applies to --sched hold_cosine only (got --sched {args.sched}); drop it '
+                         'or add --sched hold_cosine')
     if args.hold_until is not None and args.sched != 'hold_cosine':
         raise ValueError(f'--hold-until applies to --sched hold_cosine only (got --sched {args.sched}); drop it or '
                          'pass --sched hold_cosine')

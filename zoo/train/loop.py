@@ -372,8 +372,10 @@ class TrainingRun:
             raise ValueError(f'--sched hold_cosine needs training accuracy, which {type(self.task).__name__} does not '
                              'count; use --sched cosine')
         release = args.hold_until if args.hold_until is not None else (100. / len(outcomes) + 100.) / 2
-        return HoldCosineScheduler(self.optimizer, total_updates=args.epochs * self.updates_per_epoch,
-                                   release_at=release,
+        total = args.epochs * self.updates_per_epoch
+        by = getattr(args, 'hold_release_by', None)
+        return HoldCosineScheduler(self.optimizer, total_updates=total, release_at=release,
+                                   release_by=None if by is None else round(by * total),
                                    warmup_updates=round(args.warmup_epochs * self.updates_per_epoch),
                                    warmup_lr=args.warmup_lr, min_lr=args.min_lr)
 
@@ -454,10 +456,16 @@ class TrainingRun:
             self.scheduler.step(epoch + 1)
             row, val = self._validate(epoch, stats)
             if isinstance(self.scheduler, HoldCosineScheduler) and row['train_top1'] != '':
-                if self.scheduler.released_at is None and self.scheduler.observe(epoch + 1, row['train_top1'],
-                                                                                 num_updates) and self.is_main:
-                    _logger.info('train top1 %.2f >= %.2f: the LR decays from update %d of %d', row['train_top1'],
-                                 self.scheduler.release_at, num_updates, self.scheduler.total_updates)
+                if not getattr(self, '_decay_logged', False) and self.scheduler.observe(
+                        epoch + 1, row['train_top1'], num_updates) and self.is_main:
+                    self._decay_logged = True
+                    if self.scheduler.released_at is not None:
+                        _logger.info('train top1 %.2f >= %.2f: the LR decays from update %d of %d', row['train_top1'],
+                                     self.scheduler.release_at, num_updates, self.scheduler.total_updates)
+                    else:
+                        _logger.info('train top1 %.2f < %.2f at --hold-release-by: the LR decays from update %d of %d',
+                                     row['train_top1'], self.scheduler.release_at, self.scheduler.release_by,
+                                     self.scheduler.total_updates)
             row['epoch_s'] = round(time.time() - t0, 2)
             self.history.append(row)
             if val.top1 > self.best_top1:
