@@ -30,7 +30,7 @@ def _expect(report, **skipped):
     assert report.summary()['skipped'] == dict(sorted(skipped.items())), report.summary()
 
 
-ALL_BAD = dict(missing_video=1, undecodable=1, truncated=1, answer_not_in_options=1, outside_root=1)
+ALL_BAD = dict(missing_video=1, undecodable=1, truncated=1, answer_not_in_options=1, escapes_root=1)  # '..' names
 
 
 def test_registry_names_and_duplicates():
@@ -54,8 +54,8 @@ def test_mvbench(tmp_path):
     (root / 'json').mkdir()
     (root / 'json' / 'task_a.json').write_text(json.dumps(rows))
     recs, rep = load_benchmark('mvbench', str(root), probe=True)
-    _expect(rep, missing_video=1, undecodable=1, truncated=1, answer_not_in_options=1, outside_root=2,
-            malformed_row=1)
+    _expect(rep, missing_video=1, undecodable=1, truncated=1, answer_not_in_options=1, outside_root=1,
+            escapes_root=1, malformed_row=1)
     assert rep.rows == 8 and rep.kept == 1
     r = recs[0]
     assert (r.options, r.answer, r.start, r.end, r.task) == (['x', 'y', 'z'], 1, 0.5, 1.5, 'task_a')

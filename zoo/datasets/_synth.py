@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from fractions import Fraction
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -146,8 +146,41 @@ def check_size(size: int) -> None:
         raise ValueError(f'--size must be an even number of pixels >= 16, got {size}')
 
 
+def prepare_output(out_dir: str, overwrite: bool, owned: Sequence[str]) -> None:
+    """Make ``out_dir`` ready for a new set: refuse a folder that is not empty unless ``overwrite`` (the old and the
+    new clips would mix); with ``overwrite``, remove the old set's ``meta.json`` first (so that a run cut short leaves
+    no ``meta.json`` behind: :func:`write_meta` writes it last) and then the folders ``owned`` the generator writes.
+
+    Raises:
+        NotADirectoryError: ``out_dir`` is a file.
+        FileExistsError: ``out_dir`` is not empty and ``overwrite`` is false.
+    """
+    import shutil
+    if os.path.isfile(out_dir):
+        raise NotADirectoryError(f'--output {out_dir!r} is a file; give a folder (new or empty)')
+    entries = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    if entries and not overwrite:
+        what = 'a set written before' if 'meta.json' in entries else \
+            'files but no meta.json (a run cut short, or other files)'
+        raise FileExistsError(f'--output {out_dir!r} is not empty (it holds {what}: {", ".join(entries[:4])}'
+                              f'{" ..." if len(entries) > 4 else ""}); writing into it would mix the old clips with '
+                              'the new ones: pass --overwrite to replace the set, or choose a new --output')
+    if entries:
+        meta = os.path.join(out_dir, 'meta.json')
+        if os.path.lexists(meta):
+            os.remove(meta)
+        for name in owned:
+            path = os.path.join(out_dir, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.remove(path)
+    os.makedirs(out_dir, exist_ok=True)
+
+
 def write_meta(out_dir: str, meta: Dict[str, Any], clips_dir: Optional[str], t0: float) -> Dict[str, Any]:
-    """Write a generated set's metadata to ``<out_dir>/meta.json`` (atomically) and return it.
+    """Write a generated set's metadata to ``<out_dir>/meta.json`` (atomically) and return it. Generators call it
+    last, after every clip is written: a set without ``meta.json`` is incomplete.
 
     Args:
         out_dir: the set's root.
@@ -169,7 +202,7 @@ def generator_parser(make: Callable[..., Dict[str, Any]], description: str, writ
                      frames_help: str, fps_help: str, clips_for: str) -> argparse.ArgumentParser:
     """The command-line parser of generator ``make`` (``make_videos`` -> ``zoo make-videos``) with the options every
     generator has: ``--output``, a count (clips per class, items per task), ``--frames``, ``--size``, ``--fps``,
-    ``--seed`` and ``--clips-dir``; the generator adds its own.
+    ``--seed``, ``--clips-dir`` and ``--overwrite``; the generator adds its own.
 
     Each option's ``dest`` is the parameter of ``make`` that it sets, and its default is that parameter's default, so
     :func:`generator_main` can call ``make(**options)``.
@@ -198,6 +231,9 @@ def generator_parser(make: Callable[..., Dict[str, Any]], description: str, writ
     p.add_argument('--seed', type=int, default=default['seed'])
     p.add_argument('--clips-dir', default=default['clips_dir'],
                    help=f'real clips for {clips_for} (default {default["clips_dir"]})')
+    p.add_argument('--overwrite', action='store_true',
+                   help='replace the set in a non-empty --output (its meta.json first, then the folders this command '
+                        'writes); without it a non-empty --output is refused, so that old and new clips never mix')
     return p
 
 

@@ -200,7 +200,8 @@ class DiagnosticClips(Dataset):
 
         Raises:
             FileNotFoundError: no ``data_dir/meta.json``.
-            ValueError: the set is not a diagnostic task's.
+            ValueError: the set is not a diagnostic task's, or its ``meta.json`` is not JSON or lacks a field (the
+                message names the file).
         """
         import json
         import os
@@ -208,17 +209,27 @@ class DiagnosticClips(Dataset):
         if not os.path.isfile(path):
             raise FileNotFoundError(f'{path!r} does not exist: --in-memory-clips renders the clips of a set written '
                                     'by zoo make-videos --task ranking|steps; write one or drop --in-memory-clips')
-        with open(path) as f:
-            meta = json.load(f)
-        if meta.get('task') not in TASKS or meta.get('classes') != list(TASKS[meta['task']]):
+        try:
+            with open(path, encoding='utf-8') as f:
+                meta = json.load(f)
+            task = meta.get('task') if isinstance(meta, dict) else None
+        except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+            raise ValueError(f'{path} is not a readable meta.json ({type(e).__name__}: {e}); write the set again with '
+                             'zoo make-videos --task ranking|steps --overwrite') from None
+        if task not in TASKS or meta.get('classes') != list(TASKS[task]):
             raise ValueError(f'{data_dir!r} was not written by zoo make-videos --task ranking|steps with all classes '
-                             f'(meta.json task {meta.get("task")!r}); --in-memory-clips renders only those sets, '
+                             f'(meta.json task {task!r}); --in-memory-clips renders only those sets, '
                              'drop it to read the files')
-        n = int(meta['num_per_class'][split])
+        try:
+            n = int(meta['num_per_class'][split])
+            args = (int(meta['num_frames']), int(meta['size']), int(meta['blocks']), int(meta['seed']))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f'{path} lacks a field or holds a bad value ({type(e).__name__}: {e}); it should hold num_per_class.{split}, num_frames, size, '
+                             'blocks and seed as zoo make-videos writes them: write the set again with --overwrite') \
+                from None
         if max_per_class is not None:
             n = min(n, int(max_per_class))
-        return cls(meta['task'], split, n, int(meta['num_frames']), int(meta['size']), int(meta['blocks']),
-                   int(meta['seed']))
+        return cls(task, split, n, *args)
 
 
 def clip_rng(seed: int, split: str, task: str, cls: str, index: int) -> np.random.Generator:

@@ -18,7 +18,7 @@ from torch.utils.data import Sampler
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['BadSample', 'CheckOnly', 'Unused', 'TailCheckingBatchSampler', 'SafeFolderMixin', 'split_bad', 'find_split',
-           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_data_dir',
+           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_allow_roots', 'check_data_dir',
            'left_out_by']
 
 
@@ -55,6 +55,21 @@ def escape_of(path: str, root: str) -> Tuple[str, str]:
         if os.path.islink(cur):
             return cur, os.path.realpath(cur)
     return path, os.path.realpath(path)
+
+
+def check_allow_roots(allow_roots: Sequence[str]) -> None:
+    """Refuse an ``--allow-root`` that is not an existing folder (a typo would otherwise admit nothing, silently).
+
+    Raises:
+        FileNotFoundError: a folder that does not exist. NotADirectoryError: a file.
+    """
+    for r in allow_roots:
+        if os.path.isfile(r):
+            raise NotADirectoryError(f'--allow-root {r} is a file; give the folder that symlinks in the data root '
+                                     'lead into')
+        if not os.path.isdir(r):
+            raise FileNotFoundError(f'--allow-root {r} does not exist; give an existing folder that symlinks in the '
+                                    'data root lead into (or drop the option)')
 
 
 def allow_root_hint(target: str) -> str:
@@ -115,12 +130,14 @@ class SafeFolderMixin:
             FileNotFoundError: ``root`` is missing.
             NotADirectoryError: ``root`` is a file.
             ValueError: ``root`` resolves outside the data root and the allowed roots.
+            FileNotFoundError / NotADirectoryError: an ``allow_roots`` entry is no existing folder.
         """
         if os.path.isfile(root):
             raise NotADirectoryError(f'{self.kind} folder {root!r} is a file, not a folder; give the folder that '
                                      f'holds <class>/<{self.kind}> sub-folders')
         if not os.path.isdir(root):
             raise FileNotFoundError(f'{self.kind} folder {root!r} does not exist')
+        check_allow_roots(allow_roots)
         self.data_root = os.path.realpath(data_root if data_root is not None else root)
         self.allowed_roots = [self.data_root] + [os.path.realpath(r) for r in allow_roots]
         if not inside_any(root, self.allowed_roots):

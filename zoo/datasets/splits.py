@@ -2,8 +2,9 @@
 video folders configured for clips (frames, size, normalisation, sampling), and the loaders over them."""
 from __future__ import annotations
 
+import logging
 import os
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 from torchvision.datasets.folder import IMG_EXTENSIONS
@@ -12,6 +13,9 @@ from .folder import TailCheckingBatchSampler
 from .image_folder import SafeImageFolder, collate_skip_bad
 from .video import FrameCache, FrameSampling
 from .video_folder import SafeVideoFolder
+
+_logger = logging.getLogger('zoo.datasets')
+_SHORT_LOGGED: Set[Tuple] = set()  # (task, frames held, frames asked): in-memory clips shorter than the frame count
 
 __all__ = ['check_class_folders', 'load_class_map', 'apply_class_map', 'open_folder', 'make_loader', 'open_video_split',
            'configure_clips']
@@ -136,7 +140,18 @@ def configure_clips(ds: SafeVideoFolder, num_frames: int, size: int, mean: Seque
                     train: bool, seed: int = 0, cache_dir: Optional[str] = None) -> SafeVideoFolder:
     """Set what ``ds`` returns: ``num_frames`` frames per clip (random offsets when ``train``, segment midpoints
     otherwise), ``size`` x ``size`` pixels, normalised with ``mean`` / ``std``; ``cache_dir`` caches the decoded frames
-    of deterministic reads on disk. Returns ``ds``."""
+    of deterministic reads on disk. Returns ``ds``.
+
+    In-memory clips (:class:`~zoo.datasets.diagnostic_video.DiagnosticClips`) holding fewer than ``num_frames`` frames
+    repeat frames, as a shorter video does; that is logged once per process with the clip length."""
+    held = getattr(ds, 'num_frames', None)  # in-memory clips know their length; video files are checked when read
+    if held is not None and int(num_frames) > held:
+        key = (getattr(ds, 'task', ''), held, int(num_frames))
+        if key not in _SHORT_LOGGED:
+            _SHORT_LOGGED.add(key)
+            _logger.warning('--num-frames %d: the in-memory clips hold %d frames each (meta.json num_frames): '
+                            'their frames repeat; write the set with --frames %d or more, or lower --num-frames',
+                            int(num_frames), held, int(num_frames))
     ds.sampling = FrameSampling('uniform', int(num_frames), random=bool(train))
     ds.size = int(size)
     ds.mean, ds.std = tuple(mean), tuple(std)

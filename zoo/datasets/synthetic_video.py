@@ -28,7 +28,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, check_size, generator_main,
-                     generator_parser, paint, pick_background, run_script, shape_mask, write_meta, write_mp4)
+                     generator_parser, paint, pick_background, prepare_output, run_script, shape_mask, write_meta,
+                     write_mp4)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -88,11 +89,11 @@ def render_clip(cls: str, num_frames: int, size: int, background: np.ndarray, rn
 def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, size: int = 64, seed: int = 0,
                 clips_dir: Optional[str] = DEFAULT_CLIPS_DIR, val_per_class: Optional[int] = None, fps: int = 8,
                 classes: Optional[Sequence[str]] = None, progress: bool = True, task: str = 'basic',
-                blocks: int = 4, write_splits: Sequence[str] = _SPLITS) -> Dict:
+                blocks: int = 4, write_splits: Sequence[str] = _SPLITS, overwrite: bool = False) -> Dict:
     """Write the synthetic video-folder set.
 
     Args:
-        out_dir: output root (created; existing files of the same names are replaced).
+        out_dir: output root (created; it must be new or empty unless ``overwrite``).
         num_per_class: training clips per class.
         num_frames: frames per clip.
         size: frame height and width in pixels (even).
@@ -108,6 +109,8 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         blocks: diagnostic tasks: blocks per clip, the training tubelet count (``num_frames`` must be a multiple).
         write_splits: the splits whose files are written (``meta.json`` records both): a diagnostic set trained with
             ``zoo train --in-memory-clips`` needs only its validation files for ``zoo eval-frames`` (``zoo demo``).
+        overwrite: replace the set in a non-empty ``out_dir``: its ``meta.json`` is removed first, then its
+            ``train/`` and ``val/``; ``meta.json`` is written last, so a run cut short leaves none.
 
     Returns:
         The metadata written to ``<out_dir>/meta.json`` (arguments, classes, counts, seconds taken).
@@ -115,14 +118,17 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
     Raises:
         ValueError: non-positive counts, odd or tiny size, fewer than 4 frames, unknown task or class, frames not a
             multiple of ``blocks``.
+        FileExistsError: ``out_dir`` is not empty and ``overwrite`` is false.
     """
     from .diagnostic_video import TASKS, DiagnosticClips, block_bounds
     if task not in VIDEO_TASKS:
         raise ValueError(f'unknown --task {task!r}; choose one of {", ".join(VIDEO_TASKS)}')
     all_classes = CLASSES if task == 'basic' else TASKS[task]
     classes = all_classes if classes is None else tuple(classes)
-    if num_per_class < 1 or (val_per_class is not None and val_per_class < 0):
-        raise ValueError(f'--num-per-class must be >= 1 (got {num_per_class}) and val_per_class >= 0')
+    if num_per_class < 1:
+        raise ValueError(f'--num-per-class must be at least 1, got {num_per_class}')
+    if val_per_class is not None and val_per_class < 0:
+        raise ValueError(f'--val-per-class must be 0 or more (0 writes no validation clips), got {val_per_class}')
     if num_frames < 4:
         raise ValueError(f'--frames must be >= 4 so that motion and order can be seen, got {num_frames}')
     check_size(size)
@@ -144,6 +150,7 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
         segs, clips_dir = sets['train'].backgrounds, None
     if not set(write_splits) <= set(_SPLITS) or (task == 'basic' and tuple(write_splits) != _SPLITS):
         raise ValueError(f'write_splits {list(write_splits)}: a subset of {list(_SPLITS)}, diagnostic tasks only')
+    prepare_output(out_dir, overwrite, _SPLITS)
     jobs = [(split, ci, cls, i) for split in _SPLITS if split in write_splits for ci, cls in enumerate(classes)
             for i in range(counts[split])]
     for split, ci, cls, i in tqdm(jobs, desc='make-videos', unit='clip', disable=not progress):
@@ -189,9 +196,20 @@ def _summary(meta: Dict) -> str:
     return f'{n} clips ({len(meta["classes"])} classes, {meta["num_frames"]} frames of {meta["size"]}x{meta["size"]})'
 
 
+def _make_from_cli(clips_dir: Optional[str] = None, task: str = 'basic', **kwargs) -> Dict:
+    """:func:`make_videos` with ``--clips-dir`` given (not ``None``) or not: only task ``basic`` uses real clips, so
+    a folder given with a diagnostic task is said to be unused."""
+    if clips_dir is not None and task != 'basic':
+        _logger.warning('--clips-dir %s is not used: --task %s draws generated backgrounds (only --task basic cuts '
+                        'backgrounds from real clips)', clips_dir, task)
+    return make_videos(clips_dir=DEFAULT_CLIPS_DIR if clips_dir is None else clips_dir, task=task, **kwargs)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """``zoo make-videos``: parse ``argv``, write the set, print a one-line summary."""
-    return generator_main(build_parser(), make_videos, argv, _summary)
+    parser = build_parser()
+    parser.set_defaults(clips_dir=None)  # tells a --clips-dir given from the default (the help keeps the default)
+    return generator_main(parser, _make_from_cli, argv, _summary)
 
 
 if __name__ == '__main__':

@@ -52,8 +52,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ._synth import (COLORS, DEFAULT_CLIPS_DIR, SHAPES, background_segments, check_size, generator_main,
-                     generator_parser, list_clips, paint, pick_background, run_script, shape_mask, write_meta,
-                     write_mp4)
+                     generator_parser, list_clips, paint, pick_background, prepare_output, run_script, shape_mask,
+                     write_meta, write_mp4)
 
 _logger = logging.getLogger('zoo.datasets')
 
@@ -158,16 +158,18 @@ def block_names(blocks: int) -> List[str]:
     return [f'in the {"last" if k == blocks - 1 else _ORDINALS[k]} {unit}' for k in range(blocks)]
 
 
-def _diagnostic(task: str, num_frames: int, size: int, blocks: int,
-                rng: np.random.Generator) -> Tuple[np.ndarray, str, List[str], str, Dict]:
+def _diagnostic(task: str, num_frames: int, size: int, blocks: int, rng: np.random.Generator,
+                object_size: float = 0.5) -> Tuple[np.ndarray, str, List[str], str, Dict]:
     """A diagnostic item: frames ``(num_frames, size, size, 3)`` uint8 on grey, question, candidates (fixed order),
-    answer and extras (``events``: ``[start, end)`` raw frames per shown square; ``blocks``, ``block_len``)."""
+    answer and extras (``events``: ``[start, end)`` raw frames per shown square; ``blocks``, ``block_len``).
+    ``object_size``: the square's side as a fraction of ``size`` (0.5: 16 px at 32 px; 1.0 fills the frame)."""
     frames = np.full((num_frames, size, size, 3), _GREY, dtype=np.uint8)
     block_len = num_frames // blocks
-    r = size / 4 / 0.85  # shape_mask's square is |dx| <= 0.85 r: side size / 2
+    half = object_size * size / 2
+    r = half / 0.85  # shape_mask's square is |dx| <= 0.85 r: side object_size * size
 
-    def place() -> Tuple[float, float]:
-        return float(rng.uniform(size / 4, 3 * size / 4)), float(rng.uniform(size / 4, 3 * size / 4))
+    def place() -> Tuple[float, float]:  # the whole square inside the frame
+        return float(rng.uniform(half, size - half)), float(rng.uniform(half, size - half))
 
     def show(colour: str, block: int) -> List[int]:
         cx, cy = place()
@@ -232,7 +234,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
                  niah_lengths: Sequence[int] = (32, 64, 128),
                  niah_depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                  niah_per_cell: int = 2, needle_span: int = 1, haystack_fps: float = 2.0, blocks: int = 4,
-                 progress: bool = True) -> Dict:
+                 object_size: float = 0.5, progress: bool = True, overwrite: bool = False) -> Dict:
     """Write the synthetic video-QA set.
 
     Args:
@@ -251,13 +253,18 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         haystack_fps: rate at which haystack frames are taken from the real clips, and written.
         blocks: temporal blocks of the diagnostic tasks (a divisor of ``num_frames``): the tower's temporal patches
             at the training frame count, e.g. 4 for 8 frames and 2-frame tubelets.
+        object_size: side of the diagnostic tasks' squares as a fraction of ``size``, in (0, 1] (default 0.5: 16 px
+            at 32 px, one merged token of a tower with 8-px patches; 1.0: the whole frame turns the colour).
         progress: show a tqdm bar.
+        overwrite: replace the set in a non-empty ``out_dir``: its ``meta.json`` is removed first, then its
+            ``json/`` and ``video/``; ``meta.json`` is written last, so a run cut short leaves none.
 
     Returns:
         The metadata written to ``<out_dir>/meta.json``.
 
     Raises:
-        ValueError: bad counts, sizes, depths, blocks or task names.
+        ValueError: bad counts, sizes, depths, blocks, object size or task names.
+        FileExistsError: ``out_dir`` is not empty and ``overwrite`` is false.
     """
     bad = [t for t in tasks if t not in _ALL]
     if bad or not tasks:
@@ -272,10 +279,14 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
         raise ValueError(f'--blocks must be 2-{len(_ORDINALS)} and divide --frames {num_frames} for the diagnostic '
                          f'tasks, got {blocks}; use the tower\'s temporal patches at the training frame count '
                          '(8 frames / 2-frame tubelets = 4)')
+    if diagnostic and not 0 < object_size <= 1:
+        raise ValueError(f'--object-size must be in (0, 1] (the square\'s side as a fraction of the frame), got '
+                         f'{object_size}')
     if needle_span < 1 or any(int(L) < needle_span + 1 for L in niah_lengths) or not niah_lengths:
         raise ValueError(f'--niah-lengths must be > needle span {needle_span} frames, got {list(niah_lengths)}')
     if not niah_depths or any(not 0.0 <= float(d) <= 1.0 for d in niah_depths):
         raise ValueError(f'--niah-depths must lie in [0, 1], got {list(niah_depths)}')
+    prepare_output(out_dir, overwrite, ('json', 'video'))
     t0 = time.time()
     jobs: List[Tuple[str, int, Dict]] = [(t, i, {}) for t in tasks if t != 'vniah' for i in range(num_per_task)]
     if 'vniah' in tasks:
@@ -305,7 +316,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
                          question_type='colour' if ask_colour else 'shape')
             write_fps = haystack_fps
         elif task in DIAGNOSTIC_TASKS:
-            frames, q, cands, ans, extra = _diagnostic(task, num_frames, size, blocks, rng)
+            frames, q, cands, ans, extra = _diagnostic(task, num_frames, size, blocks, rng, object_size)
             extra = dict(extra, fps=fps)
             write_fps = fps
         else:
@@ -327,7 +338,7 @@ def make_videoqa(out_dir: str, num_per_task: int = 16, num_frames: int = 32, siz
                 items={t: len(v) for t, v in items.items()}, num_frames=num_frames, size=size, fps=fps, seed=seed,
                 niah_lengths=[int(x) for x in niah_lengths], niah_depths=[float(x) for x in niah_depths],
                 niah_per_cell=niah_per_cell, needle_span=needle_span, haystack_fps=haystack_fps,
-                **(dict(blocks=blocks) if diagnostic else {}))
+                **(dict(blocks=blocks, object_size=float(object_size)) if diagnostic else {}))
     return write_meta(out_dir, meta, clips_dir, t0)
 
 
@@ -342,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--blocks', type=int, default=4,
                    help='temporal blocks of the diagnostic tasks: the tower\'s temporal patches at the training '
                    'frame count (default 4 = 8 frames / 2-frame tubelets); must divide --frames')
+    p.add_argument('--object-size', type=float, default=0.5,
+                   help='side of the diagnostic tasks\' squares as a fraction of --size (default 0.5; 1.0 fills the '
+                   'frame)')
     p.add_argument('--niah-lengths', type=int, nargs='+', default=[32, 64, 128], help='haystack lengths in frames')
     p.add_argument('--niah-depths', type=float, nargs='+', default=[0.0, 0.25, 0.5, 0.75, 1.0],
                    help='needle depths in [0, 1]')

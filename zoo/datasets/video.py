@@ -131,24 +131,10 @@ class FrameSampling:
         """The fields as a plain dict (part of cache keys and result logs)."""
         return asdict(self)
 
-    def indices(self, num_total: int, avg_fps: float, start: Optional[float] = None, end: Optional[float] = None,
-                generator: Optional[np.random.Generator] = None,
-                timestamps: Optional[Sequence[float]] = None) -> np.ndarray:
-        """Frame indices to read.
-
-        Args:
-            num_total: frames in the video.
-            avg_fps: its average frame rate (frames per second).
-            start: window start in seconds (``None``: the first frame): the frame nearest to it.
-            end: window end in seconds (``None``: the last frame): the frame nearest to it.
-            generator: random source for ``random=True`` (``None``: a fresh unseeded one).
-            timestamps: the frames' presentation times in seconds from the first frame (``(num_total,)``,
-                increasing); seconds then map to frames by them, so windows and ``fps`` sampling are right on
-                variable-frame-rate clips. ``None``: ``index / avg_fps``.
-
-        Returns:
-            int64 array ``(T,)`` of indices in ``[0, num_total)``, non-decreasing (repeats when the window is shorter
-            than the clip).
+    def window(self, num_total: int, avg_fps: float, start: Optional[float] = None, end: Optional[float] = None,
+               timestamps: Optional[Sequence[float]] = None) -> Tuple[int, int, Optional[np.ndarray]]:
+        """The first and last frame of the ``start`` / ``end`` window (seconds; arguments as in :meth:`indices`), and
+        the frame times used (``None`` on a constant frame rate, where ``index / avg_fps`` is the same).
 
         Raises:
             VideoReadError: (reason ``bad_window``) the window holds no frame.
@@ -171,6 +157,31 @@ class FrameSampling:
         if lo > hi:
             raise VideoReadError('', 'bad_window', f'window [{start}, {end}] s holds no frame of a video of '
                                  f'{num_total} frames at {avg_fps:.3f} fps')
+        return lo, hi, times
+
+    def indices(self, num_total: int, avg_fps: float, start: Optional[float] = None, end: Optional[float] = None,
+                generator: Optional[np.random.Generator] = None,
+                timestamps: Optional[Sequence[float]] = None) -> np.ndarray:
+        """Frame indices to read.
+
+        Args:
+            num_total: frames in the video.
+            avg_fps: its average frame rate (frames per second).
+            start: window start in seconds (``None``: the first frame): the frame nearest to it.
+            end: window end in seconds (``None``: the last frame): the frame nearest to it.
+            generator: random source for ``random=True`` (``None``: a fresh unseeded one).
+            timestamps: the frames' presentation times in seconds from the first frame (``(num_total,)``,
+                increasing); seconds then map to frames by them, so windows and ``fps`` sampling are right on
+                variable-frame-rate clips. ``None``: ``index / avg_fps``.
+
+        Returns:
+            int64 array ``(T,)`` of indices in ``[0, num_total)``, non-decreasing (repeats when the window is shorter
+            than the clip).
+
+        Raises:
+            VideoReadError: (reason ``bad_window``) the window holds no frame.
+        """
+        lo, hi, times = self.window(num_total, avg_fps, start, end, timestamps)
         count = hi - lo + 1
         rng = generator if generator is not None else (np.random.default_rng() if self.random else None)
         if self.mode == 'uniform':
@@ -246,6 +257,10 @@ class VideoClip:
             the sampling was done over (they decode); else ``None``.
         path: the file.
         timestamps_ok: the timestamps are the stream's own.
+        window_frames: frames the sampling was done over (those of the ``start`` / ``end`` window, or of the whole
+            clip): fewer than ``T`` means frames repeat. ``None`` when unknown (a frame-cache entry of an older zoo).
+        duration: seconds the sampled frames span (last frame's time plus one frame, of the decodable prefix under
+            ``'clamp'``): a window ending later is cut at the clip's end. ``None`` when unknown.
     """
     frames: torch.Tensor
     indices: torch.Tensor
@@ -255,6 +270,8 @@ class VideoClip:
     decodable_frames: Optional[int] = None
     path: str = ''
     timestamps_ok: bool = True
+    window_frames: Optional[int] = None
+    duration: Optional[float] = None
 
 
 def _check_file(path: str) -> None:
@@ -386,7 +403,8 @@ class FrameCache:
                                  indices=torch.from_numpy(z['indices'].copy()),
                                  timestamps=torch.from_numpy(z['timestamps'].copy()), fps=meta['fps'],
                                  num_frames=meta['num_frames'], decodable_frames=meta['decodable_frames'], path=path,
-                                 timestamps_ok=meta.get('timestamps_ok', True))
+                                 timestamps_ok=meta.get('timestamps_ok', True),
+                                 window_frames=meta.get('window_frames'), duration=meta.get('duration'))
         except Exception as e:  # a damaged entry is a miss
             _logger.warning('frame cache entry %s unreadable (%s); decoding again', f, _one_line(e))
             self.misses += 1
@@ -399,7 +417,8 @@ class FrameCache:
         f = self._file(key)
         os.makedirs(os.path.dirname(f), exist_ok=True)
         meta = json.dumps(dict(fps=clip.fps, num_frames=clip.num_frames, decodable_frames=clip.decodable_frames,
-                               timestamps_ok=clip.timestamps_ok))
+                               timestamps_ok=clip.timestamps_ok, window_frames=clip.window_frames,
+                               duration=clip.duration))
 
         def write(tmp: str) -> None:
             with open(tmp, 'wb') as fh:
@@ -464,8 +483,12 @@ def _read(path: str, sampling: FrameSampling, start: Optional[float], end: Optio
         raise VideoReadError(path, 'truncated', f"{index.cut} (cut short; on_truncated='clamp' reads the frames that "
                              'decode)')
 
+    span = {}  # frames of the window sampled over, and the seconds the sampled frames span
+
     def sample(total: int) -> np.ndarray:
         try:
+            lo, hi, _ = sampling.window(total, fps, start, end, index.times[:total])
+            span.update(window_frames=hi - lo + 1, duration=float(index.times[total - 1]) + 1.0 / fps)
             return sampling.indices(total, fps, start, end, generator, timestamps=index.times[:total])
         except VideoReadError as e:
             raise VideoReadError(path, e.reason, e.detail) from None
@@ -497,7 +520,8 @@ def _read(path: str, sampling: FrameSampling, start: Optional[float], end: Optio
     if len(unique) != len(idx) or np.any(unique != idx):
         frames = frames[torch.from_numpy(np.searchsorted(unique, idx))]
     return VideoClip(frames=frames, indices=torch.from_numpy(idx), timestamps=torch.from_numpy(index.times[idx]),
-                     fps=fps, num_frames=n, decodable_frames=decodable, path=path, timestamps_ok=index.timestamps_ok)
+                     fps=fps, num_frames=n, decodable_frames=decodable, path=path, timestamps_ok=index.timestamps_ok,
+                     **span)
 
 
 def _read_checked(path: str, index, idx: np.ndarray, size: SizeLike) -> Tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -97,8 +98,10 @@ def load_classifiers(args, classes: Sequence[str], data_root: str,
         check(model, meta, name)  # the model's kind first: an image model in a video sweep is not a class mismatch
         if meta.get('class_names') and list(meta['class_names']) != list(classes):
             missing = [c for c in meta['class_names'] if c not in classes]
-            lacks = (f' (it lacks {missing[:5]}: a class folder symlinked out of the data root is read only with '
-                     '--allow-root DIR, as the warning above says)') if missing else ''
+            linked = [c for c in missing if os.path.islink(os.path.join(data_root, c))]
+            lacks = (f' (it lacks {missing[:5]}' + (f'; {linked[:5]} are symlinks out of the data root, read only '
+                                                    'with --allow-root DIR, as the warning above says)'
+                                                    if linked else ')')) if missing else ''
             raise ValueError(f'{entry["checkpoint"]!r} was trained on classes {meta["class_names"][:5]}... '
                              f'({len(meta["class_names"])}), but {data_root!r} has {classes[:5]}... ({len(classes)})'
                              f'{lacks}; pass a --class-map listing the training classes in order')

@@ -17,7 +17,9 @@ from __future__ import annotations
 __all__ = ['build_frames_parser', 'eval_frames']
 
 import argparse
+import copy
 import logging
+from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence
 
 from zoo.datasets.folder import evaluation_root
@@ -75,8 +77,9 @@ def build_frames_parser(prog: str = 'zoo eval-frames') -> argparse.ArgumentParse
     DIR/<class>/<video>); videos .mp4 .mkv .mov .avi .webm, other files are listed and skipped, hidden folders are no
     classes; symlinks may lead into DIR or an --allow-root folder. --frames above a clip's length repeat its frames
     (logged once with the clip lengths); a sweep whose batches would not fit in memory is refused before it starts.
-    Example: zoo eval-frames --run runs/rope3d --run runs/sincos --data-dir data/synthetic-videos --frames 4 8 16 32
-    --sizes 24 32 48 64 --output runs/eval-frames
+    Example (after the README's zoo make-videos --task ranking --output data/video-ranking and its two trainings):
+    zoo eval-frames --run runs/video/rope3d --run runs/video/sincos --data-dir data/video-ranking --frames 4 8 16 32
+    --sizes 24 32 40 48 64 --output runs/eval-frames
     """
     return sweep_parser(prog, build_frames_parser.__doc__, 'eval-frames', _add_options,
                         extrapolation='clip: frames and size')
@@ -100,8 +103,9 @@ def _check_clips(args, paths: Sequence[str], frames: List[int], sizes: List[int]
             _logger.warning('--frames %d: %d of %d clips hold fewer frames (%s frames): their frames repeat', t, k,
                             len(infos), ', '.join(map(str, short[:8])) + (' ...' if len(short) > 8 else ''))
     native = (max(i.height for _, i in infos), max(i.width for _, i in infos))
-    clip_memory_check(f'--frames {max(frames)} with -b {args.batch_size} (clips up to {native[0]}x{native[1]} px)',
-                      args.batch_size, max(frames), native, sizes, 'lower --frames or --batch-size')
+    clip_memory_check(f'--frames {max(frames)} at --sizes {max(sizes)} with -b {args.batch_size} (clips up to '
+                      f'{native[0]}x{native[1]} px)', args.batch_size, max(frames), native, sizes,
+                      'lower --frames or --batch-size')
 
 
 def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -139,9 +143,10 @@ def eval_frames(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
         t, s = cell['frames'], cell['size']
-        ds = configure_clips(open_video_split(root, args.data_dir, args.max_per_class, args.class_map,
-                                              args.allow_root), t, s, m.info['mean'], m.info['std'], train=False,
-                             cache_dir=cache)
+        # the split opened once (its warnings about the folder logged once per sweep, not once per cell)
+        ds = copy.copy(split)
+        ds.bad_counts = Counter()
+        ds = configure_clips(ds, t, s, m.info['mean'], m.info['std'], train=False, cache_dir=cache)
         out = evaluate_classifier(m, ds, dict(img_size=s, num_frames=t), args, device, dtype, task,
                                   collate_fn=collate_video_skip_bad, desc=f'{m.label} @ {t}f x {s}px')
         bad = out.pop('bad')

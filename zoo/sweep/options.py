@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from zoo.encodings.extrapolation import STRATEGIES
+from zoo.encodings.extrapolation import strategy_argument
 from zoo.datasets.files import remove_quietly, temp_path
 from zoo.errors import OutputDirError
 from zoo.runs.options import amp_dtype, check_device, command_parser
@@ -105,25 +105,40 @@ def clip_memory_check(what: str, clips: int, frames: int, native: Tuple[int, int
                       fix: str) -> None:
     """Refuse, before any model loads or lock is taken, a sweep whose batches of decoded clips would not fit in the
     available memory: per clip ``frames`` distinct frames at the ``native`` (height, width) at most, plus the
-    frames at the largest of ``sizes`` as uint8 and float32.
+    frames at the largest of ``sizes`` as uint8 and float32. ``fix`` (naming the frame count) is replaced by one
+    naming ``--sizes`` when the same frames would fit at the videos' own size.
 
     Raises:
         zoo.datasets.video.VideoMemoryError: the estimate is above the available memory (the message gives both).
     """
-    from zoo.datasets.video import check_memory
+    from zoo.datasets.video import VideoMemoryError, check_memory
     h, w = native
+
+    def need(s: int) -> int:
+        return clips * frames * (h * w * 3 + s * s * 3 + s * s * 3 * 4)
+
     s = max(sizes)
-    per_frame = h * w * 3 + s * s * 3 + s * s * 3 * 4
-    check_memory(clips * frames * per_frame, what, fix)
+    try:
+        check_memory(need(s), what, fix)
+        return
+    except VideoMemoryError:
+        if s <= max(h, w):
+            raise
+    check_memory(need(max(h, w)), what, fix)  # the same frames at the videos' own size do not fit either: --frames
+    # they fit at the videos' own size: the size is the cause
+    check_memory(need(s), what, f'lower --sizes (the largest, {s} px, is above the videos\' {h}x{w} px) or '
+                 '--batch-size')
 
 
 def add_extrapolation_option(p: argparse.ArgumentParser, grid: str = 'size') -> None:
     """``--extrapolation STRATEGY ...``: every model under each training-free strategy, a report dimension."""
-    p.add_argument('--extrapolation', nargs='+', default=None, choices=STRATEGIES, metavar='STRATEGY',
-                   help='evaluate every model under each training-free extrapolation strategy (none pi ntk yarn; '
-                        'zoo.encodings.extrapolation), a report dimension: RoPE-family encodings take all four, '
-                        'sincos/fourier none and pi, other encodings only none. Factors: evaluated grid / the '
-                        f'training grid recorded in the checkpoint (its {grid}), per axis')
+    p.add_argument('--extrapolation', nargs='+', default=None, type=strategy_argument, metavar='STRATEGY',
+                   help='evaluate every model under each training-free extrapolation strategy (none pi ntk yarn '
+                        'mspoe longrope=FILE; zoo.encodings.extrapolation), a report dimension: RoPE-family '
+                        'encodings take all of them (longrope: the factors file of zoo search-longrope; mspoe: '
+                        'per-head position scales), sincos/fourier none and pi, other encodings only none. '
+                        f'Factors: evaluated grid / the training grid recorded in the checkpoint (its {grid}), per '
+                        'axis')
 
 
 def check_common(args: argparse.Namespace) -> None:

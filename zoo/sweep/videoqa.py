@@ -92,12 +92,16 @@ def build_video_parser(prog: str = 'zoo eval-video') -> argparse.ArgumentParser:
 
 
 class _CachedClips(Dataset):
-    """Records -> frames at ``cache_size`` px through the frame cache; says whether this read decoded the video."""
+    """Records -> frames at ``cache_size`` px through the frame cache; says whether this read decoded the video (or
+    took the frames from the cache), and what the sampling was done over (window frames, clip seconds).
 
-    def __init__(self, records, sampling: FrameSampling, cache_size: int, cache_dir: str):
+    ``logged`` is shared by the sweep's datasets: what has been logged once per sweep."""
+
+    def __init__(self, records, sampling: FrameSampling, cache_size: int, cache_dir: str, logged: Optional[set] = None):
         self.records, self.sampling, self.size = list(records), sampling, cache_size
         self.cache = FrameCache(cache_dir)
-        self.short_logged = False  # clips shorter than the frame count: logged once per sweep
+        self.short_logged = False  # clips shorter than the frame count: logged once per sweep and frame count
+        self.logged = logged if logged is not None else set()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -105,9 +109,8 @@ class _CachedClips(Dataset):
     def __getitem__(self, i: int) -> Dict[str, Any]:
         r = self.records[i]
         t0 = time.perf_counter()
+        hits = self.cache.hits
         try:
-            key = self.cache.key(r.video, self.size, self.sampling, r.start, r.end, 'error')
-            cached = self.cache.has(key)
             clip = read_video(r.video, self.sampling, start=r.start, end=r.end, size=self.size, cache=self.cache)
         except (VideoReadError, OSError) as e:
             reason = getattr(e, 'reason', 'undecodable')
@@ -115,7 +118,13 @@ class _CachedClips(Dataset):
                         read_s=time.perf_counter() - t0, decoded=True)
         return dict(record=r, frames=clip.frames, indices=clip.indices.tolist(),
                     timestamps=[round(float(t), 4) for t in clip.timestamps], read_s=time.perf_counter() - t0,
-                    decoded=not cached, length=clip.decodable_frames or clip.num_frames)
+                    decoded=self.cache.hits == hits,  # a damaged cache entry is decoded again: counted as decoded
+                    length=clip.window_frames or clip.decodable_frames or clip.num_frames, duration=clip.duration,
+                    fps=clip.fps)
+
+
+#: reasons that are about an item, not about its video file (the video may be fine for other items)
+ITEM_REASONS = ('bad_window',)
 
 
 def _as_list(batch):
@@ -162,13 +171,14 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, seed=args.seed,
                     device=str(device), decoding='greedy, KV cache, left padding')
     datasets: Dict[int, _CachedClips] = {}
+    logged: set = set()  # what the sweep has logged once (shared by the frame counts' datasets)
 
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
         t = cell['frames']
         if t not in datasets:
             sampling = FrameSampling('uniform', t) if args.sampling == 'uniform' else \
                 FrameSampling('fps', t, fps=args.fps)
-            datasets[t] = _CachedClips(records, sampling, cache_size, cache)
+            datasets[t] = _CachedClips(records, sampling, cache_size, cache, logged)
         return _evaluate_cell(args, m, t, cell['size'], datasets[t], device)
 
     def base_row(m: SweepModel, cell: Dict[str, Any]) -> Dict[str, Any]:
@@ -193,9 +203,9 @@ def _check_memory(args, records) -> None:
         except VideoReadError:
             continue
         sizes = list(args.sizes or [64])
-        clip_memory_check(f'--frames {max(args.frames)} with -b {args.batch_size} ({info.height}x{info.width} px '
-                          'videos)', args.batch_size, max(args.frames), (info.height, info.width), sizes,
-                          'lower --frames or --batch-size')
+        clip_memory_check(f'--frames {max(args.frames)} at --sizes {max(sizes)} with -b {args.batch_size} '
+                          f'({info.height}x{info.width} px videos)', args.batch_size, max(args.frames),
+                          (info.height, info.width), sizes, 'lower --frames or --batch-size')
         return
 
 
@@ -226,13 +236,17 @@ def _load_models(args) -> List[SweepModel]:
 
 def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips, device) -> tuple:
     """Answer every question with one model at one (frames, size): the row's metrics and the extras (predictions,
-    frame log, unreadable videos)."""
+    frame log, unreadable videos, items left out for their own fault such as a bad window)."""
     model = m.model
     preds: List[Dict[str, Any]] = []
     frame_log: Dict[str, Any] = {}
-    unreadable: Dict[str, str] = {}
-    decoded = read_s = decode_s = model_s = 0.0
+    unreadable: Dict[str, str] = {}  # video -> error (the file cannot be read)
+    bad_items: Dict[str, str] = {}   # item id -> error (the item asks for what its video cannot give)
+    skipped: Dict[str, int] = {}     # items left out, per reason
+    decoded = cached = 0
+    read_s = decode_s = model_s = 0.0
     short: Dict[str, int] = {}
+    past_end: Dict[str, tuple] = {}
     t_start = time.perf_counter()
     try:
         model.to(device)
@@ -245,12 +259,21 @@ def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips
                 if it['decoded']:
                     decoded += 1
                     decode_s += it['read_s']
+                else:
+                    cached += 1
+                r = it['record']
                 if 'error' in it:
-                    unreadable[it['record'].video] = it['error']
+                    skipped[it['reason']] = skipped.get(it['reason'], 0) + 1
+                    if it['reason'] in ITEM_REASONS:
+                        bad_items[r.id] = it['error']
+                    else:
+                        unreadable[r.video] = it['error']
                     continue
-                frame_log.setdefault(it['record'].id, dict(indices=it['indices'], timestamps=it['timestamps']))
+                frame_log.setdefault(r.id, dict(indices=it['indices'], timestamps=it['timestamps']))
                 if it['length'] < frames:
-                    short[it['record'].video] = it['length']
+                    short[r.id] = it['length']
+                if r.end is not None and it['duration'] is not None and r.end > it['duration'] + 0.5 / it['fps']:
+                    past_end[r.id] = (r.start or 0.0, r.end, it['duration'])
                 good.append(it)
             if not good:
                 continue
@@ -268,18 +291,36 @@ def _evaluate_cell(args, m: SweepModel, frames: int, size: int, ds: _CachedClips
                                   **{k: r.extra[k] for k in ('length', 'depth') if k in r.extra}))
     finally:
         model.to('cpu')
+    _log_once(ds, frames, short, past_end)
+    row = _accuracy_row(pd.DataFrame(preds))
+    n_bad = sum(v for k, v in skipped.items() if k in ITEM_REASONS)
+    row.update(unreadable=len(ds) - row['n'] - n_bad, bad_window=skipped.get('bad_window', 0), decoded=int(decoded),
+               from_cache=int(cached), read_s=round(read_s, 3), decode_s=round(decode_s, 3), model_s=round(model_s, 3),
+               wall_s=round(time.perf_counter() - t_start, 3))
+    _logger.info('%-22s %3d frames x %3d px  acc %6.2f (chance %.1f)  %d/%d correct, %d fallback, %d unreadable, %d '
+                 'bad window | videos: %d decoded in %.1f s, %d from the frame cache; model %.1f s', m.label, frames,
+                 size, row['acc'], row['chance'], row['correct'], row['n'], row['fallback'], row['unreadable'],
+                 row['bad_window'], decoded, decode_s, cached, model_s)
+    return row, dict(predictions=preds, frames={str(frames): frame_log}, unreadable=unreadable, bad_items=bad_items)
+
+
+def _log_once(ds: _CachedClips, frames: int, short: Dict[str, int], past_end: Dict[str, tuple]) -> None:
+    """Warn, once per sweep (and frame count), about items whose frames repeat: clips or windows holding fewer frames
+    than asked for, and windows reaching past their clip's end (cut there)."""
     if short and not ds.short_logged:
         ds.short_logged = True
         lengths = sorted(set(short.values()))
-        _logger.warning('--frames %d: %d of %d videos hold fewer frames (%s frames): their frames repeat', frames,
-                        len(short), len(ds), ', '.join(map(str, lengths[:8])) + (' ...' if len(lengths) > 8 else ''))
-    row = _accuracy_row(pd.DataFrame(preds))
-    row.update(unreadable=len(ds) - row['n'], decoded=int(decoded), read_s=round(read_s, 3),
-               decode_s=round(decode_s, 3), model_s=round(model_s, 3), wall_s=round(time.perf_counter() - t_start, 3))
-    _logger.info('%-22s %3d frames x %3d px  acc %6.2f (chance %.1f)  %d/%d correct, %d fallback, %d unreadable | '
-                 'decoded %d videos in %.1f s, model %.1f s', m.label, frames, size, row['acc'], row['chance'],
-                 row['correct'], row['n'], row['fallback'], row['unreadable'], decoded, decode_s, model_s)
-    return row, dict(predictions=preds, frames={str(frames): frame_log}, unreadable=unreadable)
+        _logger.warning('--frames %d: %d of %d items hold fewer frames in their clip or window (%s frames): their '
+                        'frames repeat', frames, len(short), len(ds),
+                        ', '.join(map(str, lengths[:8])) + (' ...' if len(lengths) > 8 else ''))
+    if past_end and 'past_end' not in ds.logged:
+        ds.logged.add('past_end')
+        first, (a, b, d) = next(iter(past_end.items()))
+        lengths = sorted({round(v[2], 2) for v in past_end.values()})
+        _logger.warning('%d of %d items ask for a window past the end of their clip (e.g. %s: %g-%g s of a %.2f s '
+                        'clip; clip lengths %s s): the window is cut at the clip\'s end, and its frames repeat when '
+                        'it holds fewer than the frame count', len(past_end), len(ds), first, a, b, d,
+                        ', '.join(f'{x:g}' for x in lengths[:8]) + (' ...' if len(lengths) > 8 else ''))
 
 
 def _accuracy_row(df: pd.DataFrame) -> Dict[str, Any]:

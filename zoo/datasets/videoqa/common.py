@@ -3,22 +3,31 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..folder import allow_root_hint, escape_of, inside_any
+from ..folder import allow_root_hint, check_allow_roots, escape_of, inside_any
 from ..video import VIDEO_EXTENSIONS
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['VideoQARecord', 'LoadReport', 'BenchmarkFormatError', 'register_benchmark', 'list_benchmarks',
+__all__ = ['VideoQARecord', 'LoadReport', 'BenchmarkFormatError', 'RowError', 'window_seconds', 'register_benchmark', 'list_benchmarks',
            'get_benchmark', 'load_benchmark', 'VideoResolver']
 
 
 class BenchmarkFormatError(ValueError):
     """A data root without the expected annotation file, or an annotation file of another format."""
+
+
+class RowError(ValueError):
+    """A row that cannot be used: skipped and counted under ``reason`` (with ``detail`` as the example)."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f'{reason}: {detail}')
+        self.reason, self.detail = reason, detail
 
 
 @dataclass
@@ -52,10 +61,16 @@ class VideoQARecord:
 
 @dataclass
 class LoadReport:
-    """Rows read and rows skipped per reason (``missing_video``, ``outside_root``, ``answer_not_in_options``,
-    ``malformed_row``, ``no_answer``, and, from reading or probing, the
+    """Rows read and rows skipped per reason, and, from reading or probing, the
     :class:`~zoo.datasets.video.VideoReadError` reasons ``undecodable``, ``truncated``, ``zero_frames``,
-    ``bad_window``).
+    ``bad_window``.
+
+    Row reasons: ``missing_video`` (no such file), ``outside_root`` (a symlink leading out of the data root and the
+    ``--allow-root`` folders), ``escapes_root`` (a video name that leaves the data root by ``..`` or an absolute
+    path), ``no_video`` (no video name), ``no_question``, ``empty_option``, ``duplicate_options``, ``no_answer``
+    (an empty answer, or none in the answer file), ``answer_not_in_options``, ``bad_window`` (a start / end that is
+    not a number of seconds, negative, or not increasing), ``duplicate_id`` (a question id seen before; the first row
+    is kept) and ``malformed_row`` (a row that is not an object, or lacks fields).
 
     ``examples`` keeps up to 5 ``(row id, detail)`` pairs per reason.
     """
@@ -69,6 +84,8 @@ class LoadReport:
 
     #: folders that ``--allow-root`` would admit (targets of symlinks that leave the data root)
     allow_roots_needed: List[str] = field(default_factory=list)
+    #: the ids of the rows kept so far (a repeated id is skipped as ``duplicate_id``)
+    ids: set = field(default_factory=set, repr=False)
 
     def skip(self, reason: str, row_id: str, detail: str = '') -> None:
         self.skipped[reason] += 1
@@ -85,6 +102,10 @@ class LoadReport:
             dirs = ' '.join(f'--allow-root {d}' for d in self.allow_roots_needed[:3])
             parts.append(f'{self.skipped["outside_root"]} rows name videos that lead outside the data root (e.g. '
                          f'{first})' + (f'; to read them, pass {dirs} (repeatable)' if dirs else ''))
+        if self.skipped.get('escapes_root'):
+            first = self.examples['escapes_root'][0][1]
+            parts.append(f'{self.skipped["escapes_root"]} rows name videos by paths that leave the data root (e.g. '
+                         f'{first}); video names must stay inside the data root: fix the annotation file')
         if self.skipped.get('missing_video'):
             first = self.examples['missing_video'][0][1]
             parts.append(f'{self.skipped["missing_video"]} rows name videos that do not exist (e.g. {first!r}); '
@@ -168,6 +189,7 @@ def load_benchmark(name: str, root: str, probe: bool = False, allow_roots: Seque
         FileNotFoundError: ``root`` missing.
         NotADirectoryError: ``root`` is a file.
         BenchmarkFormatError: no annotation file where the layout expects it, or a file of another format.
+        FileNotFoundError / NotADirectoryError: an ``allow_roots`` entry is no existing folder.
     """
     fn, layout = get_benchmark(name)
     if os.path.isfile(root):
@@ -175,6 +197,7 @@ def load_benchmark(name: str, root: str, probe: bool = False, allow_roots: Seque
                                  f'folder laid out as: {layout}')
     if not os.path.isdir(root):
         raise FileNotFoundError(f'data root {root!r} for {name} does not exist; expected layout: {layout}')
+    check_allow_roots(allow_roots)
     import inspect
     takes = inspect.signature(fn).parameters
     unknown = [k for k in kwargs if k not in takes]
@@ -214,8 +237,9 @@ class VideoResolver:
 
     Candidates are tried in order; a candidate whose real path (symlinks followed, ``..`` applied) lies neither in
     the root nor in one of ``allow_roots`` is refused. ``resolve`` returns ``(path, None)`` or ``(None, reason)``
-    with reason ``outside_root`` or ``missing_video``; after ``outside_root``, ``last_escape`` holds the
-    ``(link, target)`` that left the root.
+    with reason ``outside_root`` (through a symlink: ``last_escape`` then holds the ``(link, target)`` that left the
+    root), ``escapes_root`` (the name itself leaves the root: ``..`` or an absolute path; no ``--allow-root`` is
+    suggested for it), ``missing_video`` or ``no_video`` (an empty name).
 
     Args:
         root: the data root.
@@ -234,9 +258,9 @@ class VideoResolver:
         self.last_escape: Optional[Tuple[str, str]] = None
 
     def resolve(self, name: str, dirs: Optional[Sequence[str]] = None) -> Tuple[Optional[str], Optional[str]]:
-        name = str(name).strip()
+        name = text(name)
         if not name:
-            return None, 'malformed_row'
+            return None, 'no_video'
         names = [name] if name.lower().endswith(tuple(VIDEO_EXTENSIONS)) else \
             [name + e for e in self.extensions] + [name]
         outside = None
@@ -250,31 +274,50 @@ class VideoResolver:
                 if os.path.isfile(cand):
                     return os.path.abspath(cand), None
         if outside is not None:
-            self.last_escape = escape_of(outside, self.root)
+            link, target = escape_of(outside, self.root)
+            if not os.path.islink(link):  # no symlink on the way: the name itself leaves the root
+                self.last_escape = None
+                return None, 'escapes_root'
+            self.last_escape = (link, target)
             return None, 'outside_root'
         return None, 'missing_video'
 
 
 def add_record(records: List[VideoQARecord], report: LoadReport, resolver: VideoResolver, video_name: Any,
                dirs: Optional[Sequence[str]] = None, **fields: Any) -> None:
-    """Resolve the video, check the answer index and append the record, or count why not."""
+    """Check the row (id seen before, question, options, answer index), resolve the video and append the record,
+    or count why not under one of the :class:`LoadReport` reasons."""
     rid = str(fields['id'])
     opts = fields['options']
     ans = fields['answer']
-    if not isinstance(ans, int) or not 0 <= ans < len(opts):
-        report.skip('answer_not_in_options', rid, f'answer {ans!r} for {len(opts)} options')
+    problem = None
+    if rid in report.ids:
+        problem = ('duplicate_id', f'question id {rid!r} appears more than once (the first row is kept)')
+    elif not text(fields.get('question')):
+        problem = ('no_question', 'the question is empty or null')
+    elif any(not o for o in opts):
+        problem = ('empty_option', f'option {[k for k, o in enumerate(opts) if not o]} of {opts} is empty')
+    elif len({o.casefold() for o in opts}) < len(opts):
+        problem = ('duplicate_options', f'options {opts} repeat one text: an answer naming it would be ambiguous')
+    elif not isinstance(ans, int) or not 0 <= ans < len(opts):
+        problem = ('answer_not_in_options', f'answer {ans!r} for {len(opts)} options')
+    if problem is not None:
+        report.skip(problem[0], rid, problem[1])
         return
     path, reason = resolver.resolve(video_name, dirs)
     if path is None:
-        detail = str(video_name)
+        detail = text(video_name) or 'the row names no video'
         if reason == 'outside_root' and resolver.last_escape:
             link, target = resolver.last_escape
             detail = f'{link} -> {target}'
             need = allow_root_hint(target)
             if need not in report.allow_roots_needed:
                 report.allow_roots_needed.append(need)
+        elif reason == 'escapes_root':
+            detail = f'{text(video_name)!r} leads out of {report.root!r}'
         report.skip(reason, rid, detail)
         return
+    report.ids.add(rid)
     records.append(VideoQARecord(video=path, **fields))
 
 
@@ -318,20 +361,31 @@ def read_json_tasks(root: str, tasks: Optional[Sequence[str]], benchmark: str, t
     resolver = VideoResolver(root, allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for task, path in by_task.items():
-        items = require_list_of_dicts(read_json(path, layout), path, CANDIDATE_KEYS, layout)
+        items = require_list_of_dicts(read_json(path, layout), path, CANDIDATE_KEYS, layout, strict=False)
         task_dirs = dirs(task)
         for i, it in enumerate(items):
             report.rows += 1
             rid = f'{task}/{i}'
+            if not isinstance(it, dict):
+                report.skip('malformed_row', rid, f'the item is a JSON {type(it).__name__}, not an object')
+                continue
             cands = it.get('candidates')
             if not all(k in it for k in CANDIDATE_KEYS) or not isinstance(cands, list) or len(cands) < 2:
                 report.skip('malformed_row', rid, 'needs video, question, candidates (a list of >= 2), answer')
                 continue
             options = [text(c) for c in cands]
             ans = text(it['answer'])
+            if not ans:
+                report.skip('no_answer', rid, 'the answer is empty or null (expected the text of the right candidate)')
+                continue
+            try:
+                more = fields(task, it)
+            except RowError as e:
+                report.skip(e.reason, rid, e.detail)
+                continue
             add_record(records, report, resolver, it['video'], dirs=task_dirs, id=rid, question=text(it['question']),
                        options=options, answer=options.index(ans) if ans in options else -1, benchmark=benchmark,
-                       **fields(task, it))
+                       **more)
     return records, report
 
 
@@ -344,12 +398,14 @@ def read_json(path: str, expected: str) -> Any:
         raise BenchmarkFormatError(f'{path} is not JSON ({e}); expected {expected}') from None
 
 
-def require_list_of_dicts(data: Any, path: str, keys: Iterable[str], expected: str) -> List[Dict]:
-    """Check the top-level shape of a JSON annotation file: a list of objects of which at least one has ``keys``."""
-    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+def require_list_of_dicts(data: Any, path: str, keys: Iterable[str], expected: str, strict: bool = True) -> List:
+    """Check the top-level shape of a JSON annotation file: a list of objects of which at least one has ``keys``
+    (``strict=False``: items that are no object may be among them, for the reader to count as bad rows)."""
+    if not isinstance(data, list) or (strict and not all(isinstance(x, dict) for x in data)) or \
+            (data and not any(isinstance(x, dict) for x in data)):
         raise BenchmarkFormatError(f'{path} is not a JSON list of objects; expected {expected}')
     keys = list(keys)
-    if data and not any(all(k in x for k in keys) for x in data):
+    if data and not any(isinstance(x, dict) and all(k in x for k in keys) for x in data):
         raise BenchmarkFormatError(f'{path}: no item has the fields {", ".join(keys)}; expected {expected}')
     return data
 
@@ -367,7 +423,10 @@ def find_files(root: str, patterns: Sequence[str], allow_roots: Sequence[str] = 
 
 
 def text(x: Any) -> str:
-    return '' if x is None else str(x).strip()
+    """A cell as stripped text; ``None`` and NaN (pandas' empty cell) are ``''``."""
+    if x is None or (isinstance(x, float) and x != x):
+        return ''
+    return str(x).strip()
 
 
 def opt_float(x: Any) -> Optional[float]:
@@ -376,3 +435,29 @@ def opt_float(x: Any) -> Optional[float]:
     except (TypeError, ValueError):
         return None
     return v if v == v else None  # NaN -> None
+
+
+def window_seconds(row: Dict[str, Any], start_key: str = 'start', end_key: str = 'end') -> Tuple[Optional[float],
+                                                                                                 Optional[float]]:
+    """A row's optional ``(start, end)`` window in seconds (absent, null or ``''``: ``None``).
+
+    Raises:
+        RowError: (reason ``bad_window``) a value that is not a finite number, a negative one, or an end not after
+            the start: never read as 0 or the whole video.
+    """
+    out = []
+    for key in (start_key, end_key):
+        x = row.get(key)
+        if x is None or (isinstance(x, str) and not x.strip()):
+            out.append(None)
+            continue
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            raise RowError('bad_window', f'{key} {x!r} is not a number of seconds') from None
+        if not math.isfinite(v) or v < 0:
+            raise RowError('bad_window', f'{key} {x!r} is not a finite number of seconds >= 0')
+        out.append(v)
+    if out[0] is not None and out[1] is not None and out[1] <= out[0]:
+        raise RowError('bad_window', f'{end_key} {out[1]:g} s is not after {start_key} {out[0]:g} s')
+    return out[0], out[1]

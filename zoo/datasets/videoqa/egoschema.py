@@ -32,7 +32,8 @@ def read_egoschema(root: str, answers: Optional[str] = None,
     for p in (qpath, apath):
         if not os.path.isfile(p):
             raise BenchmarkFormatError(f'no EgoSchema file {p!r}: expected {LAYOUT}')
-    items = require_list_of_dicts(read_json(qpath, LAYOUT), qpath, ('q_uid', 'question', 'option 0'), LAYOUT)
+    items = require_list_of_dicts(read_json(qpath, LAYOUT), qpath, ('q_uid', 'question', 'option 0'), LAYOUT,
+                                  strict=False)
     ans = read_json(apath, LAYOUT)
     if not isinstance(ans, dict):
         raise BenchmarkFormatError(f'{apath} is not a JSON object {{q_uid: int}}; expected {LAYOUT}')
@@ -41,6 +42,9 @@ def read_egoschema(root: str, answers: Optional[str] = None,
     records: List[VideoQARecord] = []
     for i, it in enumerate(items):
         report.rows += 1
+        if not isinstance(it, dict):
+            report.skip('malformed_row', str(i), f'the item is a JSON {type(it).__name__}, not an object')
+            continue
         rid = text(it.get('q_uid')) or str(i)
         options = [text(it[f'option {k}']) for k in range(5) if f'option {k}' in it]
         if 'q_uid' not in it or 'question' not in it or len(options) < 2:

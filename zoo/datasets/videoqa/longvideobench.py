@@ -30,12 +30,15 @@ def read_longvideobench(root: str, split: str = 'val',
     if not os.path.isfile(path):
         raise BenchmarkFormatError(f'no LongVideoBench annotation file {path!r}: expected {LAYOUT}')
     items = require_list_of_dicts(read_json(path, LAYOUT), path, ('video_path', 'question', 'correct_choice'),
-                                  LAYOUT)
+                                  LAYOUT, strict=False)
     report = LoadReport('longvideobench', root, annotation_files=[path])
     resolver = VideoResolver(root, dirs=('videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
     for i, it in enumerate(items):
         report.rows += 1
+        if not isinstance(it, dict):
+            report.skip('malformed_row', str(i), f'the item is a JSON {type(it).__name__}, not an object')
+            continue
         rid = text(it.get('id')) or str(i)
         cands = it.get('candidates')
         if not isinstance(cands, list):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .common import CANDIDATE_KEYS, LoadReport, VideoQARecord, opt_float, read_json_tasks, register_benchmark
+from .common import CANDIDATE_KEYS, LoadReport, VideoQARecord, read_json_tasks, register_benchmark, window_seconds
 
 LAYOUT = ('<root>/json/<task>.json (JSON list of {video, question, candidates, answer[, start, end]}) with videos '
           'in <root>/video/[<task>/]')
@@ -18,7 +18,10 @@ _KNOWN = set(CANDIDATE_KEYS) | {'start', 'end'}
 
 
 def _fields(task: str, it: Dict[str, Any]) -> Dict[str, Any]:
-    return dict(start=opt_float(it.get('start')), end=opt_float(it.get('end')), task=task, category=task,
+    """The record fields of a row; a start / end that is not a number of seconds raises ``RowError`` (counted as
+    ``bad_window``)."""
+    start, end = window_seconds(it)
+    return dict(start=start, end=end, task=task, category=task,
                 extra={k: v for k, v in it.items() if k not in _KNOWN})
 
 

@@ -50,7 +50,13 @@ def read_nextqa_mc(root: str, split: str = 'val',
         rid = f'{vid}_{text(row["qid"])}'
         options = [text(row[f'a{k}']) for k in range(5)]
         a = text(row['answer'])
+        if not a:
+            report.skip('no_answer', rid, 'the answer column is empty (expected the index 0-4 of the right option)')
+            continue
         answer = int(a) if a.isdigit() else -1
+        if answer < 0:
+            report.skip('answer_not_in_options', rid, f'answer {a!r} is not an option index 0-4')
+            continue
         qtype = text(row.get('type'))
         add_record(records, report, resolver, text(vmap.get(vid, vid)), id=rid, question=text(row['question']),
                    options=options, answer=answer, task=qtype, category=qtype[:1], benchmark='nextqa_mc',

@@ -75,9 +75,12 @@ def read_videomme(root: str, allow_roots: Sequence[str] = ()) -> Tuple[List[Vide
     report = LoadReport('videomme', root, annotation_files=files)
     resolver = VideoResolver(root, dirs=('data', 'videos', ''), allow_roots=allow_roots)
     records: List[VideoQARecord] = []
-    for row in df.to_dict('records'):
+    for i, row in enumerate(df.to_dict('records')):
         report.rows += 1
-        rid = text(row['question_id'])
+        rid = text(row['question_id']) or f'row {i}'
+        if not text(row['videoID']):
+            report.skip('no_video', rid, 'the videoID is empty or missing')
+            continue
         raw = _options(row['options'])
         if len(raw) < 2:
             report.skip('malformed_row', rid, 'options must be a list of >= 2 strings "A. ..."')
@@ -88,6 +91,9 @@ def read_videomme(root: str, allow_roots: Sequence[str] = ()) -> Tuple[List[Vide
             letters.append(m.group(1) if m else chr(ord('A') + k))
             options.append(o[m.end():] if m else o)
         letter = text(row['answer']).upper().strip('(). ')
+        if not letter:
+            report.skip('no_answer', rid, 'the answer is empty (expected the letter of the right option)')
+            continue
         answer = letters.index(letter) if letter in letters else -1
         duration = text(row.get('duration'))
         add_record(records, report, resolver, text(row['videoID']), id=rid, question=text(row['question']),

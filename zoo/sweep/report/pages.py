@@ -269,6 +269,9 @@ def videoqa_page(state: Any, models: List[Dict[str, Any]], protocol: Dict[str, A
            'never the article "a" or the pronoun "I" in prose), else a whole-number 0-based index, else the one '
            f'option whose text the answer contains; when none is read, a random option seeded by ({protocol["seed"]}, '
            'item id) is scored and counted as a fallback.',
-           f'- Unreadable videos: {len(unreadable)} (left out of every count).', '']
+           f'- Unreadable videos: {len(unreadable)} (left out of every count).'] + \
+        ([f'- Items with a bad window (outside their clip; left out, counted per cell as `bad_window`): '
+          f'{len(state.extras["bad_items"])}, listed in `results.json` -> `bad_items`.']
+         if state.extras.get('bad_items') else []) + ['']
     md += _models_table(models, [_MODEL, ('timm-style name', _NAME[1]), _CHECKPOINT, _CLIP])
     return _finish(files, md, unreadable, 'videos')
