@@ -126,6 +126,75 @@ def run_logged(cmd: List[str], log_path: str, env: dict, timeout: float) -> int:
             return 124
 
 
+# --- results kept across machines ---------------------------------------------------------------------------------
+# runs/ is not kept from one session's machine to the next, so a sweep that spans sessions copies the small result
+# files of every finished run (never checkpoints) into a committed folder (docs/results/<sweep>_runs/<run>/) with a
+# fingerprint of what made them; a later run of the same sweep on a fresh checkout restores them instead of training
+# again, as long as the fingerprint (recipe file, seed, data and evaluation arguments) is the same.
+
+def run_fingerprint(parts: dict) -> str:
+    """SHA-256 (hex) of ``parts`` as canonical JSON: what must match for an archived run to count as this run."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=ROOT,
+                              timeout=30).stdout.strip() or 'unknown'
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+
+
+def archive_run(out: str, archive: str, parts: dict, files: List[str]) -> None:
+    """Copy ``files`` (paths relative to the run folder ``out``) to ``archive/<run>/`` with ``fingerprint.json``
+    (``parts``, their hash, the commit and the date). Written to a temporary folder and renamed, so an archive is
+    whole or absent. Raises ``FileNotFoundError`` naming a file the run lacks."""
+    name = os.path.basename(os.path.normpath(out))
+    dest = os.path.join(archive, name)
+    tmp = dest + '.partial'
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel in files:
+        src = os.path.join(out, rel)
+        if not os.path.isfile(src):
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FileNotFoundError(f'cannot archive {out}: {rel} is missing')
+        os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+        shutil.copy2(src, os.path.join(tmp, rel))
+    with open(os.path.join(tmp, 'fingerprint.json'), 'w') as f:
+        json.dump(dict(fingerprint=run_fingerprint(parts), parts=parts, files=sorted(files), commit=_git_commit(),
+                       date=f'{datetime.datetime.now():%Y-%m-%d %H:%M}'), f, indent=1, sort_keys=True, default=str)
+    old = dest + '.old'
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.isdir(dest):
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def archived_info(archive: str, name: str) -> Optional[dict]:
+    """The ``fingerprint.json`` of ``archive/<name>`` or ``None``."""
+    path = os.path.join(archive, name, 'fingerprint.json')
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def restore_run(out: str, archive: str, parts: dict) -> bool:
+    """Copy an archived run's files into ``out`` when its fingerprint matches ``parts``; returns whether it did.
+    A run folder that already holds the files is left as it is (returns ``True`` if the archive matches)."""
+    name = os.path.basename(os.path.normpath(out))
+    info = archived_info(archive, name)
+    if info is None or info.get('fingerprint') != run_fingerprint(parts):
+        return False
+    for rel in info['files']:
+        dst = os.path.join(out, rel)
+        if not os.path.isfile(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(os.path.join(archive, name, rel), dst)
+    return True
+
+
 def finished_run(out: str) -> bool:
     """Whether the run folder ``out`` holds a last checkpoint of its final epoch (the sweeps skip such runs)."""
     last = os.path.join(out, 'checkpoint-last.pth')
@@ -136,11 +205,30 @@ def finished_run(out: str) -> bool:
     return ck['epoch'] >= ck['meta']['args']['epochs']
 
 
+def fingerprint_parts(run: dict, args) -> dict:
+    """What an archived run must share with ``run`` to stand for it: the recipe file's content, the seed, the extra
+    training flags and the evaluation plan."""
+    with open(os.path.join(ROOT, run['config'])) as f:
+        recipe = f.read()
+    return dict(recipe=recipe, config=run['config'], seed=run['seed'], train_args=args.train_args,
+                sizes=list(args.sizes), eval_per_class=args.eval_per_class)
+
+
 def job(run: dict, args, env: dict) -> dict:
-    """Train one run (or resume / skip it), then evaluate it across sizes. Returns the run with its status."""
+    """Train one run (or resume / skip it, or restore it from the committed archive ``--archive``), then evaluate it
+    across sizes and archive its result files. Returns the run with its status."""
     out, log_path = run['output'], run['output'] + '.log'
     t0 = time.time()
     zoo = [sys.executable, '-m', 'zoo.cli']
+    parts = fingerprint_parts(run, args)
+    if restore_run(out, args.archive, parts):
+        metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+        with open(os.path.join(out, 'sweep_timing.json')) as f:
+            timing = json.load(f)
+        info = archived_info(args.archive, run['name'])
+        log(f'restored {run["name"]} from {args.archive} (trained at {info.get("commit")}, {info.get("date")})')
+        return dict(run, status='ok', seconds=timing['total_s'], val_top1=float(metrics['val_top1'].iloc[-1]),
+                    epoch_s=float(_epoch_seconds(out, metrics).mean()))
     done = finished_run(out)
     if not done:
         cmd = [*zoo, 'train', '--config', run['config'], '--seed', str(run['seed']), '--output', out,
@@ -175,6 +263,9 @@ def job(run: dict, args, env: dict) -> dict:
         seconds = train_s + (time.time() - t0 if done else time.time() - t0 - train_s)
         with open(timing_path, 'w') as f:
             json.dump(dict(train_s=train_s, total_s=seconds), f)
+    files = ['metrics.csv', 'sweep_timing.json', 'eval/results.json'] + \
+        [f for f in ('summary.csv', 'train_classes.csv') if os.path.isfile(os.path.join(out, f))]
+    archive_run(out, args.archive, parts, files)
     log(f'done {run["name"]}: val top-1 {metrics["val_top1"].iloc[-1]:.2f} ({seconds / 60:.1f} min)')
     return dict(run, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1]),
                 epoch_s=float(epoch_s.mean()))
@@ -233,9 +324,26 @@ def noise_section(df: pd.DataFrame, runs: List[dict], sizes: List[int], train_si
                     'are a thin estimate of noise; treat borderline cases as ties).', ''] + verdict + ['']
 
 
-def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[str, dict], wall_s: float) -> None:
+def training_section(ok: List[dict]) -> List[str]:
+    """Train top-1 (from the training forward passes) and validation top-1 per epoch of every finished run."""
+    lines = ['## Training', '', 'Every run learned the task at the training size if its train and test top-1 are '
+             'far above the 10 % chance (per epoch, from each run\'s `metrics.csv`):', '',
+             '| run | train top-1 per epoch (%) | test top-1 per epoch (%) |', '|---|---|---|']
+    for r in ok:
+        m = pd.read_csv(os.path.join(r['output'], 'metrics.csv'))
+        tr = ' '.join(f'{v:.1f}' for v in m['train_top1']) if 'train_top1' in m else 'not recorded'
+        lines.append(f'| {r["label"]} | {tr} | {" ".join(f"{v:.1f}" for v in m["val_top1"])} |')
+    return lines + ['']
+
+
+def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[str, dict], wall_s: Optional[float],
+               planned: Optional[List[dict]] = None) -> None:
+    """Write docs/results/cifar10.md and its figures from the finished ``runs``; ``planned`` runs missing from them
+    make the page partial (marked in its title, with the missing runs named)."""
     from zoo.sweep.report import markdown_table, write_report
     ok = [r for r in runs if r['status'] == 'ok']
+    names = {r['name'] for r in runs}
+    missing = [r for r in (planned or []) if r['name'] not in names]
     rows, models, protocol = [], [], None
     for r in ok:
         with open(os.path.join(r['output'], 'eval', 'results.json')) as f:
@@ -248,7 +356,12 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
     recipe = next(iter(configs.values()))
     recipe_txt = yaml.safe_dump({k: v for k, v in recipe.items() if k not in ('model', '_path')}, sort_keys=False,
                                 default_flow_style=None).strip()
-    lines = ['# CIFAR-10: position encodings under resolution change', '']
+    lines = ['# CIFAR-10: position encodings under resolution change' + (' (partial)' if missing else ''), '']
+    if missing:
+        lines += [f'**Partial.** {len(ok)} of {len(planned)} runs had finished when this page was written; the sweep '
+                  'continues with the same command (finished runs are restored from `docs/results/cifar10_runs/`, '
+                  'interrupted ones resumed). Missing: ' + ', '.join(f'`{r["name"]}`' for r in missing) +
+                  '. Nothing below ranks the missing PEs.', '']
     if not rows:
         lines += ['The sweep produced no result; see the logs in `runs/cifar10/`.', '']
     else:
@@ -275,6 +388,7 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
             'Rows: `cifar10_results.csv`. Redraw both figures from them without evaluating: `python -m '
             'zoo.eval.report docs/results/cifar10_results.csv --png docs/results/cifar10.png --heatmap '
             'docs/results/cifar10_heatmap.png`.', '']
+        lines += training_section(ok)
         lines += noise_section(df, ok, list(args.sizes), train_size)
     lines += ['## Recipe', '',
               f'One recipe for every PE; `configs/cifar10_<pe>.yaml` differ only in `model`. CPU-sized: a ViT with '
@@ -292,8 +406,10 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
               '```', '',
               f'and merges the per-run results (`runs/cifar10/eval/`). Hardware: {_cpu()} ({os.cpu_count()} cores, '
               f'shared with other jobs while this ran), PyTorch {_torch_version()} on CPU, {args.jobs} runs at a time '
-              f'with {args.threads} thread(s) each. Wall time of the whole sweep: {wall_s / 60:.0f} min; per run '
-              '(training + evaluation):', '',
+              f'with {args.threads} thread(s) each.' + (f' Wall time of the sweep session that wrote this page: '
+                                                        f'{wall_s / 60:.0f} min.' if wall_s else '') +
+              ' Per run (training + evaluation; runs restored from the archive give the time of the session that '
+              'trained them):', '',
               '| run | status | minutes |', '|---|---|---|']
     lines += [f'| {r["label"]} | {r["status"]} | {r["seconds"] / 60:.1f} |' for r in runs]
     if skipped:
@@ -305,9 +421,9 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
         with open(os.path.join(args.out, 'eval', 'report.md')) as f:
             report = f.read()
         lines += [report.split('## Protocol', 1)[1].strip()]
-    with open(md_path, 'w') as f:
-        f.write('\n'.join(lines) + '\n')
-    log(f'wrote {md_path} and {png_path}')
+    from zoo.datasets.files import write_text_atomic
+    write_text_atomic(md_path, '\n'.join(lines) + '\n')
+    log(f'wrote {md_path} and {png_path}' + (' (partial)' if missing else ''))
 
 
 def _with_val_column(table: str, val: Dict[str, float]) -> str:
@@ -339,6 +455,19 @@ def _torch_version() -> str:
     return torch.__version__
 
 
+def plan(pes: List[str], configs: Dict[str, dict], args) -> List[dict]:
+    """The runs of ``pes``: the noise PEs first (seeds 0 and 1), then seed 0 of the others."""
+    ordered = [pe for pe in args.noise_pes if pe in pes] + [pe for pe in pes if pe not in args.noise_pes]
+    runs = []
+    for pe in ordered:
+        seeds = [0, 1] if pe in args.noise_pes else [0]
+        for seed in seeds:
+            label = f'{pe} (seed {seed})' if len(seeds) > 1 else pe
+            runs.append(dict(pe=pe, seed=seed, label=label, name=f'{pe}_s{seed}',
+                             config=configs[pe]['_path'], output=os.path.join(args.out, f'{pe}_s{seed}')))
+    return runs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -349,20 +478,40 @@ def main() -> None:
     p.add_argument('--docs', default='docs/results', help='where cifar10.md and cifar10.png go')
     p.add_argument('--sizes', type=int, nargs='+', default=[24, 32, 40, 48, 56, 64])
     p.add_argument('--eval-per-class', type=int, default=500, help='test images per class for the size sweep')
-    p.add_argument('--noise-pes', nargs='+', default=['ape', 'rope_mixed'], help='PEs trained with a second seed')
+    p.add_argument('--noise-pes', nargs='+',
+                   default=['ape', 'rope_mixed', 'alibi', 'kerple_log', 'kerple_power', 'fire'],
+                   help='PEs trained with a second seed (the distance biases: issue 21)')
     p.add_argument('--only', nargs='+', default=None, help='restrict to these PEs')
     p.add_argument('--jobs', type=int, default=2, help='runs at a time')
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
     p.add_argument('--run-timeout', type=float, default=1800, help='seconds before one training run is abandoned')
     p.add_argument('--train-args', default='', help='extra zoo train flags (smoke tests: "--epochs 1 '
                                                     '--max-train-per-class 20")')
+    p.add_argument('--archive', default='docs/results/cifar10_runs',
+                   help='committed copies of every finished run\'s result files (no checkpoints), with a fingerprint '
+                        'of recipe, seed and evaluation; a run whose archive matches is restored, not trained again '
+                        '(runs/ is not kept from one machine to the next)')
+    p.add_argument('--report-only', action='store_true',
+                   help='train and evaluate nothing: write the page from the archived runs (marked partial if any '
+                        'is missing)')
     args = p.parse_args()
     os.chdir(ROOT)
     t0 = time.time()
-    extract(args.tarball, args.data)
     configs = load_configs(args.configs)
     if args.only:
         configs = {pe: c for pe, c in configs.items() if pe in args.only}
+    if args.report_only:
+        planned = plan(list(configs), configs, args)
+        finished = []
+        for r in planned:
+            if restore_run(r['output'], args.archive, fingerprint_parts(r, args)):
+                m = pd.read_csv(os.path.join(r['output'], 'metrics.csv'))
+                with open(os.path.join(r['output'], 'sweep_timing.json')) as f:
+                    finished.append(dict(r, status='ok', seconds=json.load(f)['total_s'],
+                                         val_top1=float(m['val_top1'].iloc[-1])))
+        write_docs(finished, {}, args, configs, None, planned)
+        return
+    extract(args.tarball, args.data)
     os.makedirs(args.out, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY='PASSIVE', PYTHONUNBUFFERED='1')
     # PEs that do not build yet are checked again whenever the queue runs dry (other work may land meanwhile).
@@ -376,17 +525,14 @@ def main() -> None:
                 log(f'not buildable now: {pe}: {reason}')
             if not ready:
                 break
-            ready = [pe for pe in args.noise_pes if pe in ready] + [pe for pe in ready if pe not in args.noise_pes]
-            runs = []
+            runs = plan(ready, configs, args)
             for pe in ready:
-                seeds = [0, 1] if pe in args.noise_pes else [0]
-                for seed in seeds:
-                    label = f'{pe} (seed {seed})' if len(seeds) > 1 else pe
-                    runs.append(dict(pe=pe, seed=seed, label=label, name=f'{pe}_s{seed}',
-                                     config=configs[pe]['_path'], output=os.path.join(args.out, f'{pe}_s{seed}')))
                 del pending[pe]
             log(f'{len(runs)} runs ({", ".join(r["name"] for r in runs)}), {args.jobs} at a time')
-            results += list(pool.map(lambda r: job(r, args, env), runs))
+            planned = plan(list(configs), configs, args)
+            for res in pool.map(lambda r: job(r, args, env), runs):
+                results.append(res)  # a page (partial until the last run) after every finished run, in plan order
+                write_docs(results, skipped, args, configs, time.time() - t0, planned)
     write_docs(results, skipped, args, configs, time.time() - t0)
     log(f'sweep finished in {(time.time() - t0) / 60:.1f} min')
 

@@ -39,7 +39,8 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cifar10_sweep import _cpu, _torch_version, finished_run, log, run_logged  # noqa: E402  (shared sweep helpers)
+from cifar10_sweep import (_cpu, _torch_version, archive_run, archived_info, finished_run, log,  # noqa: E402
+                           restore_run, run_logged)  # the shared sweep helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_ARGS = dict(task='ranking', num_per_class=1024, val_per_class=256, frames=32, size=32, seed=0, blocks=4)
@@ -123,12 +124,58 @@ def _eval_plan(args, tf: int, ts: int) -> Dict[str, tuple]:
     return {'eval_frames': (args.frames, [ts]), 'eval_sizes': ([tf], args.sizes)}
 
 
+def fingerprint_parts(run: dict, args) -> dict:
+    """What an archived run must share with ``run`` to stand for it: the recipe file's content, the seed, the data
+    set's arguments, the extra training flags and the evaluation plan."""
+    with open(os.path.join(ROOT, run['config'])) as f:
+        recipe = f.read()
+    return dict(recipe=recipe, config=run['config'], seed=run['seed'], data=DATA_ARGS, train_args=args.train_args,
+                eval=_eval_plan(args, run['train_frames'], run['train_size']))
+
+
+def archive_files(run: dict, args) -> List[str]:
+    """The small files of a finished run that the page needs (no checkpoints)."""
+    files = ['metrics.csv', 'sweep_timing.json', 'release.json']
+    if os.path.isfile(os.path.join(run['output'], 'train_classes.csv')):
+        files.append('train_classes.csv')
+    return files + [f'{name}/results.json' for name in _eval_plan(args, run['train_frames'], run['train_size'])]
+
+
+def release_info(out: str) -> dict:
+    """``{released_epoch, released_at, total_updates?}`` of the run's hold_cosine schedule, from ``release.json``
+    (archived runs) or the last checkpoint; ``{}`` when neither is there."""
+    path = os.path.join(out, 'release.json')
+    if os.path.isfile(path):
+        with open(path) as f:
+            return json.load(f)
+    last = os.path.join(out, 'checkpoint-last.pth')
+    if not os.path.isfile(last):
+        return {}
+    import torch
+    ck = torch.load(last, map_location='cpu', weights_only=True)
+    sched = ck.get('scheduler') or {}
+    a = (ck.get('meta') or {}).get('args') or {}
+    return dict(released_epoch=sched.get('released_epoch'), released_at=sched.get('released_at'),
+                hold_release_by=a.get('hold_release_by'), epochs=a.get('epochs'))
+
+
 def job(run: dict, args, env: dict) -> dict:
-    """Train one run (or resume / skip it), then sweep it over frames and sizes."""
+    """Train one run (or resume / skip it, or restore it from the committed archive), then sweep it over frames and
+    sizes, and archive its result files."""
     out, log_path = run['output'], run['output'] + '.log'
     t0 = time.time()
     last = os.path.join(out, 'checkpoint-last.pth')
     zoo = [sys.executable, '-m', 'zoo.cli']
+    parts = fingerprint_parts(run, args)
+    if restore_run(out, args.archive, parts):
+        metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+        with open(os.path.join(out, 'sweep_timing.json')) as f:
+            timing = json.load(f)
+        info = archived_info(args.archive, run['name'])
+        log(f'restored {run["name"]} from {args.archive} (trained at {info.get("commit")}, {info.get("date")}): '
+            f'val top-1 {metrics["val_top1"].iloc[-1]:.2f}')
+        return dict(run, status='ok', seconds=timing['total_s'], val_top1=float(metrics['val_top1'].iloc[-1]),
+                    ran=False)
     done = finished_run(out)
     ran = False
     if not done:
@@ -166,6 +213,10 @@ def job(run: dict, args, env: dict) -> dict:
         timing = dict(train_s=train_s, total_s=time.time() - t0)
         with open(timing_path, 'w') as f:
             json.dump(timing, f)
+    release = release_info(out)  # before the file exists: release_info prefers release.json
+    with open(os.path.join(out, 'release.json'), 'w') as f:
+        json.dump(release, f)
+    archive_run(out, args.archive, parts, archive_files(run, args))
     metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
     log(f'done {run["name"]}: val top-1 {metrics["val_top1"].iloc[-1]:.2f} ({timing["total_s"] / 60:.1f} min)')
     return dict(run, status='ok', seconds=timing['total_s'], val_top1=float(metrics['val_top1'].iloc[-1]), ran=ran)
@@ -383,9 +434,11 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
         for r in done:
             cur = r['curve']
             tr = ' '.join(f'{v:.0f}' for v in cur['train_top1']) if 'train_top1' in cur else 'n/a'
-            import torch
-            ck = torch.load(os.path.join(r['output'], 'checkpoint-last.pth'), map_location='cpu', weights_only=True)
-            rel = (ck.get('scheduler') or {}).get('released_epoch')
+            info = release_info(r['output'])
+            rel = info.get('released_epoch')
+            by = info.get('hold_release_by')
+            if rel is None and by is not None:
+                rel = f'{by * info["epochs"]:g} (the cap `hold_release_by` {by}: `hold_until` not reached before)'
             lines.append(f'| {r["label"]} | {tr} | {rel if rel is not None else "never (held to the end)"} |')
         lines.append('')
         curves_plot(done, curves, chance)
@@ -479,6 +532,10 @@ def main() -> None:
     p.add_argument('--configs', default='configs/video_*.yaml')
     p.add_argument('--out', default='runs/video', help='run dirs and logs')
     p.add_argument('--docs', default='docs/results', help='where video.md, video_results.csv and the figures go')
+    p.add_argument('--archive', default='docs/results/video_runs',
+                   help='committed copies of every finished run\'s result files (no checkpoints), with a fingerprint '
+                        'of recipe, seed, data and evaluation; a run whose archive matches is restored, not trained '
+                        'again (runs/ is not kept from one machine to the next)')
     p.add_argument('--frames', type=int, nargs='+', default=[4, 8, 16, 32])
     p.add_argument('--sizes', type=int, nargs='+', default=[24, 32, 40, 48, 64])
     p.add_argument('--cross', action='store_true', help='evaluate the full frames x sizes grid (slower)')
@@ -500,7 +557,10 @@ def main() -> None:
     if args.only:
         configs = {pe: c for pe, c in configs.items() if pe in args.only}
     if args.report_only:
-        write_docs(plan_runs(configs, list(configs), args), {}, args, configs, None)
+        runs = plan_runs(configs, list(configs), args)
+        for r in runs:  # runs finished on another machine come from the committed archive
+            restore_run(r['output'], args.archive, fingerprint_parts(r, args))
+        write_docs(runs, {}, args, configs, None)
         return
     make_data(args.data, env)
     os.makedirs(args.out, exist_ok=True)
