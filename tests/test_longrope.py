@@ -299,3 +299,47 @@ def test_harpe_video_llm_decodes_as_full_sequence_and_left_padded_as_alone(schem
     with torch.no_grad():
         full = m(b['input_ids'], b['attention_mask'], videos=clips, video_grid_thw=b['video_grid_thw'])
     torch.testing.assert_close(out.logits[:, 0], full.logits[:, -1].float(), **tol)
+
+
+# ----------------------------------------------------------------------------------------- zoo search-longrope
+def _folder(root, per_class=6):
+    import os
+    from PIL import Image
+    g = torch.Generator().manual_seed(0)
+    for split, n in (('train', per_class), ('val', 2)):
+        for c, name in enumerate(('blue', 'green', 'red')):
+            os.makedirs(os.path.join(root, split, name), exist_ok=True)
+            for i in range(n):
+                img = torch.rand(32, 32, 3, generator=g) * 90
+                img[..., c] += 150
+                Image.fromarray(img.clamp(0, 255).byte().numpy()).save(os.path.join(root, split, name, f'{i}.png'))
+    return str(root)
+
+
+def test_search_longrope_command_on_a_tiny_checkpoint(tmp_path, capsys):
+    """Train a tiny RoPE-Axial model, search factors at 2x size on a split carved from its training folder, then
+    evaluate with --extrapolation longrope=FILE; a validation set below 8 samples is refused in one line."""
+    from zoo.cli import main
+    data = _folder(tmp_path / 'data')
+    run = str(tmp_path / 'rope')
+    assert main(['train', '--model', 'pe_vit_tiny_patch16_rope_axial_224', '--output', run, '--data-dir', data,
+                 '--img-size', '32', '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1', 'num_heads=2',
+                 '--epochs', '1', '--batch-size', '6', '--workers', '0', '--no-progress', '--threads', '1']) == 0
+    out = str(tmp_path / 'factors.json')
+    assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', out, '--val-size', '12',
+                 '--population', '4', '--mutations', '2', '--crossovers', '2', '--parents', '2', '--iterations', '2',
+                 '--threads', '1']) == 0
+    printed = capsys.readouterr().out
+    doc = json.load(open(out))
+    assert doc['encoding'] == 'rope_axial' and doc['axes'] == ['rows', 'cols'] and len(doc['factors'][0]) == 4
+    assert doc['train_grid'] == [4.0, 4.0] and doc['target_grid'] == [8.0, 8.0]
+    assert set(doc['search']['baselines']) == {'none', 'pi', 'ntk', 'yarn'} and doc['search']['samples'] == 12
+    assert doc['search']['message'] in printed and ('too small to decide' in printed) == (not doc['search']['decided'])
+    ev = str(tmp_path / 'eval')
+    assert main(['eval-resolution', '--run', run, '--data-dir', data, '--split', 'train', '--sizes', '32', '64',
+                 '--extrapolation', 'none', f'longrope={out}', '--output', ev, '--workers', '0',
+                 '--no-progress']) == 0
+    rows = json.load(open(tmp_path / 'eval' / 'results.json'))['results']
+    assert len({r['loss'] for r in rows if r['size'] == 32}) == 1  # unchanged at the training size
+    assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', out, '--val-size', '4']) == 2
+    assert 'too small to decide' in capsys.readouterr().err

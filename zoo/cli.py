@@ -77,6 +77,8 @@ SUBCOMMANDS: Dict[str, Tuple[Callable[[List[str]], int], str]] = {
                     'video models: zero-shot accuracy across clip lengths x frame sizes (heatmaps)'),
     'eval-video': (_sweep('eval-video', 'zoo.sweep.videoqa', 'eval_video'),
                    'video-LLMs: multiple-choice video QA accuracy across frame counts (+ V-NIAH)'),
+    'search-longrope': (_call('zoo.sweep.search_longrope', 'main', status=True),
+                        'LongRoPE: search per-frequency rescale factors for --extrapolation longrope=FILE'),
     'make-videos': (_call('zoo.datasets.synthetic_video', 'main', status=True),
                     'write a labelled synthetic video set (real MP4s; direction, order, speed)'),
     'make-videoqa': (_call('zoo.datasets.synthetic_videoqa', 'main', status=True),

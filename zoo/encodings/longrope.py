@@ -247,9 +247,9 @@ def paired_decision(best: torch.Tensor, base: torch.Tensor, what: str) -> Tuple[
     mean = float(d.mean())
     se = float(d.std(unbiased=True) / math.sqrt(n)) if n > 1 else float('inf')
     if n > 1 and se == 0.0 and mean == 0.0:
-        return False, (f'the searched factors give the same loss as {what} on every one of the {n} validation '
-                       'samples: the validation set is too small (or the model too insensitive) to decide; fix: use '
-                       'more validation samples or a larger target size')
+        return False, (f'no candidate beat {what} on the {n} validation samples (the same loss on every one); the '
+                       'file holds its factors: the validation set is too small to decide, or this is the best the '
+                       'search finds; fix: use more validation samples or iterations')
     if mean > 2 * se:
         return True, f'the searched factors beat {what} by {mean:.4f} +- {se:.4f} mean loss on {n} validation samples'
     return False, (f'the validation set is too small to decide: the searched factors beat {what} by {mean:.4f} '
