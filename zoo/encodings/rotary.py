@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 
-from ._cache import TableCache, param_key
+from ._cache import TableCache, caching_allowed, param_key
 from ._grid import as_thw, parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
@@ -42,11 +42,26 @@ class RotaryTerm(AttnTerm):
             prefix tokens included (angle 0 = identity, so class/register tokens need no special case). With
             grouped-query attention the tables may have the key-head count; queries then use their group's table.
         layout: ``'interleaved'`` (timm / RoPE-ViT) or ``'half'`` (Hugging Face Qwen).
+        pairs_equal: the tables give both channels of each pair the same angle (true rotations: tables from
+            :func:`rope_sin_cos`; :meth:`from_angles` sets it). Only then may eager CPU inference take the
+            complex-multiply kernel (:meth:`rotate`); the default False always takes :func:`apply_rope`.
+
+    Speed (eager, CPU): with ``pairs_equal`` and the interleaved layout, q and k of float32/float64 are rotated as
+    complex numbers, one multiply by the cached table ``cos + i sin`` per tensor, read straight from the strided
+    views of the fused ``qkv`` projection. That is one pass instead of timm's six (copy, slice, neg, stack, two
+    multiplies and an add) and gives the same bits on CPU (``a cos - b sin``, ``b cos + a sin``, each product rounded
+    once, no fused multiply-add: ``tests/test_rotary_speed.py`` checks ``torch.equal`` against timm's
+    ``apply_rot_embed``). Under ``torch.compile``, ``torch.export``, tracing and on other devices or dtypes (bf16)
+    the real kernel runs: inductor and ONNX have no complex multiply, and the equality is only checked on CPU.
+    ``docs/benchmarks/rope_overhead.md`` has the profile that motivated it.
     """
     tensor_fields = ('sin', 'cos')
+    pairs_equal = False
+    _complex = None  # (sin, cos, table): the complex table of exactly these sin and cos tensors
 
-    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, layout: str = 'interleaved'):
+    def __init__(self, sin: torch.Tensor, cos: torch.Tensor, layout: str = 'interleaved', pairs_equal: bool = False):
         self.sin, self.cos, self.layout = sin, cos, layout
+        self.pairs_equal = pairs_equal
 
     @classmethod
     def from_angles(cls, angles: torch.Tensor, num_prefix_tokens: int = 0, layout: str = 'interleaved',
@@ -60,15 +75,37 @@ class RotaryTerm(AttnTerm):
         sin, cos = rope_sin_cos(angles, layout)
         if scale != 1.0:
             sin, cos = sin * scale, cos * scale
-        return cls(sin, cos, layout=layout)
+        return cls(sin, cos, layout=layout, pairs_equal=True)
 
     def select(self, pos: Positions) -> 'RotaryTerm':
         """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""
         if not pos.is_subset:
             return self
-        return RotaryTerm(pos.select(self.sin, -2), pos.select(self.cos, -2), self.layout)
+        return RotaryTerm(pos.select(self.sin, -2), pos.select(self.cos, -2), self.layout, self.pairs_equal)
+
+    def _complex_table(self, x: torch.Tensor) -> Optional[torch.Tensor]:
+        """``cos + i sin`` per channel pair ``(B or 1, heads or 1, L, head_dim // 2)`` when the complex kernel may
+        rotate ``x`` (see the class docstring), else None. Built once per (sin, cos) pair of tensors: a copy made by
+        ``with_tensors`` (gradient checkpointing) builds its own, so gradients reach the tensors it was given."""
+        if not (self.pairs_equal and self.layout == 'interleaved' and x.device.type == 'cpu'
+                and x.dtype in (torch.float32, torch.float64) and self.sin.dtype == x.dtype
+                and self.cos.dtype == x.dtype and caching_allowed()):
+            return None
+        cached = self._complex
+        if cached is not None and cached[0] is self.sin and cached[1] is self.cos:
+            return cached[2]
+        table = torch.complex(self.cos[..., ::2], self.sin[..., ::2])
+        self._complex = (self.sin, self.cos, table)
+        return table
 
     def _rot(self, x: torch.Tensor) -> torch.Tensor:
+        table = self._complex_table(x)
+        if table is not None:
+            if table.shape[1] not in (1, x.shape[1]):  # GQA: key-head tables, queries follow their group
+                table = table.repeat_interleave(x.shape[1] // table.shape[1], dim=1)
+            if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
+                x = x.contiguous()  # view_as_complex needs adjacent pairs at even offsets
+            return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * table).flatten(-2)
         sin, cos = self.sin, self.cos
         if sin.shape[1] not in (1, x.shape[1]):  # GQA: key-head tables, queries follow their group
             sin = sin.repeat_interleave(x.shape[1] // sin.shape[1], dim=1)
@@ -509,7 +546,7 @@ class RoPE3D(PosEncoding):
             if num_prefix_tokens:
                 coords = torch.cat([coords.new_zeros(num_prefix_tokens, 3), coords])
             sin, cos = self.sin_cos(coords, dtype, self.extrapolation.factors(grid, 'rope3d'))
-            return RotaryTerm(sin[None, None], cos[None, None], 'interleaved')
+            return RotaryTerm(sin[None, None], cos[None, None], 'interleaved', self.pairing == 'interleaved')
         return self._cache.get((tuple(grid), num_prefix_tokens, self._table_dtype(dtype), device,
                                 self.extrapolation.key()), build)
 
@@ -526,7 +563,7 @@ class RoPE3D(PosEncoding):
                 span = (ids.flatten(1).amax(1) - ids.flatten(1).amin(1) + 1).tolist()
                 factors = self.extrapolation.factors(span, 'rope3d')
             sin, cos = self.sin_cos(ids.to(device).permute(1, 2, 0), dtype, factors)  # (B, L, head_dim)
-            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved')
+            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved', self.pairing == 'interleaved')
         elif pos.grid is None:
             raise ValueError('rope3d needs a patch grid (Positions.grid) or (3, B, L) ids (Positions.ids)')
         elif self.training and self.random_positions.active:  # per-sample random coordinates: never cached
@@ -534,7 +571,7 @@ class RoPE3D(PosEncoding):
             coords = self.random_positions.draw(grid, pos.draw_batch, device)
             coords = torch.cat([coords.new_zeros(coords.shape[0], npt, 3), coords], dim=1)
             sin, cos = self.sin_cos(coords, dtype, self.extrapolation.factors(grid, 'rope3d'))
-            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved').select(pos)
+            term = RotaryTerm(sin[:, None], cos[:, None], 'interleaved', self.pairing == 'interleaved').select(pos)
         else:
             term = self.term(tuple(pos.grid), pos.num_prefix_tokens, dtype, device).select(pos)
         return [term] * self.depth
