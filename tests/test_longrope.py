@@ -299,6 +299,12 @@ def test_harpe_video_llm_decodes_as_full_sequence_and_left_padded_as_alone(schem
     with torch.no_grad():
         full = m(b['input_ids'], b['attention_mask'], videos=clips, video_grid_thw=b['video_grid_thw'])
     torch.testing.assert_close(out.logits[:, 0], full.logits[:, -1].float(), **tol)
+    m.train()  # a training step: gradients reach the decoder through the per-head tables
+    tb = m.collate(prompts, 'right')
+    m(tb['input_ids'], tb['attention_mask'], videos=clips, video_grid_thw=tb['video_grid_thw']).logits.float().mean() \
+        .backward()
+    grad = m.decoder.blocks[0].attn.qkv.weight.grad
+    assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
 
 
 # ----------------------------------------------------------------------------------------- zoo search-longrope
