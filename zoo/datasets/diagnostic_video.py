@@ -218,7 +218,7 @@ class DiagnosticClips(Dataset):
                              'zoo make-videos --task ranking|steps --overwrite') from None
         if task not in TASKS or meta.get('classes') != list(TASKS[task]):
             raise ValueError(f'{data_dir!r} was not written by zoo make-videos --task ranking|steps with all classes '
-                             f'(meta.json task {task!r}); --in-memory-clips renders only those sets, '
+                             f'({path} names the task {task!r}); --in-memory-clips renders only those sets, '
                              'drop it to read the files')
         try:
             n = int(meta['num_per_class'][split])

@@ -378,8 +378,9 @@ class FrameCache:
     def key(self, path: str, size: SizeLike, sampling: FrameSampling, start: Optional[float], end: Optional[float],
             on_truncated: str) -> str:
         st = os.stat(path)
-        # version 2: exact frames and true timestamps (entries of version 1 may hold other frames than indexed)
-        spec = dict(version=2, path=os.path.realpath(path), bytes=st.st_size, mtime_ns=st.st_mtime_ns,
+        # version 2: exact frames and true timestamps (entries of version 1 may hold other frames than indexed);
+        # version 3: frames turned upright by the display rotation (entries of version 2 of a rotated video are not)
+        spec = dict(version=3, path=os.path.realpath(path), bytes=st.st_size, mtime_ns=st.st_mtime_ns,
                     size=None if size is None else (size if isinstance(size, int) else list(size)),
                     sampling=sampling.key(), start=start, end=end, on_truncated=on_truncated)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
