@@ -50,6 +50,8 @@ LEFT_OUT = {
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest":
         'creates a venv and installs from the network, then runs this test suite; .ci/run runs it as written',
     'import open_clip, zoo': 'needs the OpenAI / open_clip ViT-B-16.pt weights, not in the repository',
+    'ZOO_LMMS_SYNTHETIC_ROOT=data/vqa-diag-eval HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model zoo \\':
+        'needs lmms-eval (zoo[lmms], a venv of its own): tests/integrations/test_lmms_eval.py runs it there',
 }
 
 

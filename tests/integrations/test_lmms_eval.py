@@ -80,13 +80,16 @@ def synthetic_root(data, monkeypatch):
 
 
 def _evaluate(ckpt, tasks, limit=None, batch_size=2, frames=4):
+    """lmms-eval's evaluator on a ``--model zoo`` instance (kept, for its frame log): ``(results, model)``."""
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.tasks import TaskManager
     from zoo.integrations.lmms_eval import task_dir
-    return simple_evaluate(model='zoo', model_args=f'pretrained={ckpt},max_frames_num={frames}', tasks=tasks,
-                           batch_size=batch_size, device='cpu', limit=limit, log_samples=True,
-                           task_manager=TaskManager('WARNING', include_path=task_dir(), model_name='zoo'),
-                           verbosity='WARNING')
+    from zoo.integrations.lmms_eval.model import ZooVideoLLM
+    model = ZooVideoLLM.create_from_arg_string(f'pretrained={ckpt},max_frames_num={frames}',
+                                               dict(batch_size=batch_size, device='cpu'))
+    out = simple_evaluate(model=model, tasks=tasks, limit=limit, log_samples=True, verbosity='WARNING',
+                          task_manager=TaskManager('WARNING', include_path=task_dir(), model_name='zoo'))
+    return out, model
 
 
 # ---- the model and the tasks --------------------------------------------------------------------------------------
@@ -105,7 +108,7 @@ def test_same_accuracy_as_eval_video(ckpt, synthetic_root, tmp_path):
     ev = eval_video(['--benchmark', 'mvbench', '--data-root', synthetic_root, '--checkpoint', ckpt, '--frames', '4',
                      '--output', str(tmp_path / 'ev'), '--no-progress', '-j', '0', '-b', '2'])
     zoo_row = ev['rows'][0]
-    out = _evaluate(ckpt, ['zoo_synthetic'], batch_size=3)
+    out, model = _evaluate(ckpt, ['zoo_synthetic'], batch_size=3)
     got = out['results']['zoo_synthetic']
     assert got['zoo_acc,none'] == pytest.approx(zoo_row['acc']) and got['zoo_fallback,none'] == zoo_row['fallback']
     ours = {s['doc']['id']: s for s in out['samples']['zoo_synthetic']}
@@ -114,25 +117,25 @@ def test_same_accuracy_as_eval_video(ckpt, synthetic_root, tmp_path):
         s = ours[p['id']]
         assert s['zoo_acc']['pred'] == p['pred'] and s['zoo_acc']['correct'] == p['correct']
         assert s['resps'][0][0].strip() == p['output'].strip()
-    # the frames are zoo eval-video's: the segment midpoints of each item's window
+    # the frames are zoo eval-video's (the segment midpoints of each item's window), item by item
     logged = json.loads((tmp_path / 'ev' / 'results.json').read_text())['frames']['4']
-    from zoo.datasets.video import FrameSampling, read_video
-    doc = next(iter(ours.values()))['doc']
-    clip = read_video(doc['video'], FrameSampling('uniform', 4), start=doc['start'], end=doc['end'])
-    assert clip.indices.tolist() == logged[doc['id']]['indices']
+    assert model.frame_log == {k: v['indices'] for k, v in logged.items()}
 
 
 @needs_lmms
 @pytest.mark.slow
 def test_lmms_protocol_side_by_side(ckpt, synthetic_root):
-    out = _evaluate(ckpt, ['zoo_synthetic', 'zoo_synthetic_lmms'], limit=3)
+    out, model = _evaluate(ckpt, ['zoo_synthetic', 'zoo_synthetic_lmms'], limit=3)
     assert set(out['results']) >= {'zoo_synthetic', 'zoo_synthetic_lmms'}
     assert 'mvbench_accuracy,none' in out['results']['zoo_synthetic_lmms']
     lm = out['samples']['zoo_synthetic_lmms']
     assert len(lm) == 3
-    prompt = lm[0]['arguments'][0] if 'arguments' in lm[0] else None
-    if prompt is not None:                          # lmms-eval's MVBench prompt, not zoo's
-        assert 'Only give the best option.' in str(prompt) and '\nOption:\n' in str(prompt)
+    prompt, gen = lm[0]['arguments'][:2]            # lmms-eval's MVBench prompt and settings, not zoo's
+    assert prompt.startswith('Question:') and '\nOption:\n(A) ' in prompt and 'Only give the best option.' in prompt
+    assert gen['frame_sampling'] == 'linspace' and gen['max_new_tokens'] == 16
+    prompt, gen = out['samples']['zoo_synthetic'][0]['arguments'][:2]
+    assert ' Options: (A) ' in prompt and "Answer with the option's letter" in prompt
+    assert gen['frame_sampling'] == 'mvbench' and gen['max_new_tokens'] == 4
 
 
 @needs_lmms
@@ -144,24 +147,39 @@ def test_linspace_rule_is_lmms_evals(data):
     assert s.indices(12, 8.0).tolist() == np.linspace(0, 11, 4, dtype=int).tolist()
 
 
+def readme_command():
+    """The README's lmms-eval command (continuation lines joined)."""
+    text = (ROOT / 'README.md').read_text()
+    first = text.index('ZOO_LMMS_SYNTHETIC_ROOT=')
+    block = text[first:text.index('```', first)]
+    return ' '.join(line.rstrip('\\').strip() for line in block.strip().splitlines())
+
+
 @needs_lmms
 @pytest.mark.slow
-def test_cli_offline_limit_and_log_samples(ckpt, data, tmp_path):
-    from zoo.integrations.lmms_eval import task_dir
-    exe = Path(sys.executable).with_name('lmms-eval')
-    env = dict(os.environ, ZOO_LMMS_SYNTHETIC_ROOT=data, HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1',
+def test_readme_command_runs_offline_with_limit_and_log_samples(ckpt, data, tmp_path):
+    """The README's command as written, through lmms-eval's own CLI in a subprocess, on the tiny checkpoint and data
+    (their paths put in place of the README's), offline; --limit and --log_samples work."""
+    cmd = readme_command()
+    for readme_path, here in (('runs/vlm/mrope', ckpt), ('data/vqa-diag-eval', data),
+                              ('runs/lmms-eval', str(tmp_path / 'out'))):
+        assert readme_path in cmd
+        cmd = cmd.replace(readme_path, here)
+    cmd = cmd.replace('--limit 64', '--limit 2') + ' --batch_size 2 --device cpu'
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get('PATH', ''),
                HF_HOME=str(tmp_path / 'hf'), OMP_NUM_THREADS='1')
-    cmd = [str(exe), '--model', 'zoo', '--model_args', f'pretrained={ckpt},max_frames_num=4', '--tasks',
-           'zoo_synthetic', '--include_path', task_dir(), '--limit', '2', '--log_samples', '--output_path',
-           str(tmp_path / 'out'), '--batch_size', '2', '--device', 'cpu']
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert 'zoo_acc' in r.stdout and 'Error during evaluation' not in r.stdout + r.stderr
-    samples = list((tmp_path / 'out').rglob('*samples_zoo_synthetic*.jsonl'))
-    results = list((tmp_path / 'out').rglob('*results*.json'))
-    assert samples and results, sorted(str(p) for p in (tmp_path / 'out').rglob('*'))
-    lines = samples[0].read_text().splitlines()
-    assert len(lines) == 2                                       # --limit 2
+    env.pop('HF_HUB_OFFLINE', None)                  # the README's command sets them itself
+    env.pop('HF_DATASETS_OFFLINE', None)
+    r = subprocess.run(['bash', '-c', cmd], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    log = r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.returncode == 0 and 'Error during evaluation' not in r.stdout + r.stderr, log
+    assert 'zoo_acc' in r.stdout and 'mvbench_accuracy' in r.stdout, log
+    out = tmp_path / 'out'
+    assert list(out.rglob('*results*.json')), sorted(map(str, out.rglob('*')))
+    for task in ('zoo_synthetic', 'zoo_synthetic_lmms'):
+        samples = list(out.rglob(f'*_samples_{task}.jsonl'))          # lmms-eval's <date>_samples_<task>.jsonl
+        assert samples, sorted(map(str, out.rglob('*')))
+        assert len(samples[0].read_text().splitlines()) == 2                  # --limit 2
 
 
 # ---- bad input: the one-line errors of zoo eval-video ------------------------------------------------------------

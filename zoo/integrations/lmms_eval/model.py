@@ -96,7 +96,8 @@ class ZooVideoLLM(lmms):
         frame_sampling: ``mvbench`` or ``linspace``, for tasks that do not set it.
         use_ema: evaluate the checkpoint's EMA weights.
         batch_size: questions per ``generate`` call (lmms-eval's ``--batch_size``; ``auto`` means 8).
-        device: ``cpu``, ``cuda``, ``cuda:1`` ... (lmms-eval's ``--device``; default: CUDA when available).
+        device: ``cpu``, ``cuda``, ``cuda:1`` ... (lmms-eval's ``--device``; default: CUDA when available; CUDA
+            asked for where there is none runs on the CPU, with a warning: lmms-eval's default is ``cuda``).
 
     Raises:
         ValueError: bad arguments, a checkpoint that is not a video-LLM, or a frame count / size the tower cannot
@@ -131,9 +132,14 @@ class ZooVideoLLM(lmms):
         except ValueError as e:
             raise ValueError(f'{pretrained} cannot take {self.num_frames} frames x {self.frame_size} px: {e}') \
                 from None
+        if device and str(device).startswith('cuda') and not torch.cuda.is_available():
+            _logger.warning('--device %s: CUDA is not available here; running on the CPU', device)
+            device = 'cpu'
         self.device = torch.device(device if device else ('cuda' if torch.cuda.is_available() else 'cpu'))
         self.model.to(self.device)
         self.pretrained = str(pretrained)
+        #: the frame indices read per doc id (``zoo eval-video`` logs the same in ``results.json``)
+        self.frame_log: Dict[str, List[int]] = {}
 
     # ------------------------------------------------------------------------------------------------ frames
     def _sampling(self, rule: str) -> FrameSampling:
@@ -153,6 +159,7 @@ class ZooVideoLLM(lmms):
             clip = read_video(path, self._sampling(rule), start=window[0], end=window[1], size=self.frame_size)
         except (VideoReadError, OSError) as e:
             return dict(error=f'{getattr(e, "reason", "undecodable")}: {getattr(e, "detail", e)}', path=path)
+        self.frame_log[str(doc.get('id', path))] = clip.indices.tolist()
         return dict(frames=clip.frames, timestamps=[float(t) for t in clip.timestamps])
 
     # -------------------------------------------------------------------------------------------- generation
