@@ -38,7 +38,7 @@ def test_set_answers_are_where_the_target_is_drawn(imageqa):
         ys, xs = np.nonzero((img == np.array(COLORS[color], dtype=np.uint8)).all(-1))
         assert len(ys) > 4
         tiles = set((ys // 32 * cols + xs // 32).tolist())
-        assert tiles == {r.answer} and r.extra['distractor']['tile'] != r.answer
+        assert tiles == {r.answer} and r.extra['distractors'][0]['tile'] != r.answer
     assert grids == {(2, 1), (1, 2), (2, 2), (3, 1), (1, 3)}
     assert tile_names(2, 2) == ['top left', 'top right', 'bottom left', 'bottom right']
 

@@ -4,8 +4,8 @@ object?
 Task ``tile_position``: an image of ``cols x rows`` tiles of ``tile_size`` px (grids ``2x1``, ``1x2``, ``2x2``,
 ``3x1``, ``1x3`` by default; each image size is an exact multiple of the tile size, so the AnyRes rule of
 :func:`zoo.models.vlm.tiling.choose_tile_grid` picks that very grid with ``--max-tiles`` of at least ``cols * rows``),
-grey noise, a small target shape (half-width ``tile_size / 8`` px) inside one tile and a distractor of another shape
-and colour in another tile. The question names the target ("Which tile holds the red circle?") and the options are
+grey noise, a small target shape (half-width ``tile_size / 8`` px) inside one tile and ``distractors`` (default 1)
+shapes of other shapes and colours in other tiles. The question names the target ("Which tile holds the red circle?") and the options are
 the grid's tile names in crop order (row-major: "top left", "top right", ... for ``2x2``; "left", "right" for
 ``2x1``), so the number of options is the number of tiles (2 to 4 by default). The target is small: in the
 thumbnail it covers about one merged token, in its tile a few; a model must read the tiles and know where each tile
@@ -54,16 +54,18 @@ def tile_names(cols: int, rows: int) -> List[str]:
     return [' '.join(p for p in (_ROW[rows][j], _COL[cols][i]) if p) for j in range(rows) for i in range(cols)]
 
 
-def _draw_one(rng: np.random.Generator, cols: int, rows: int, tile: int) -> Tuple[np.ndarray, Dict[str, Any]]:
+def _draw_one(rng: np.random.Generator, cols: int, rows: int, tile: int,
+              distractors: int = 1) -> Tuple[np.ndarray, Dict[str, Any]]:
     h, w = rows * tile, cols * tile
     img = np.clip(rng.normal(128, 12, size=(h, w, 3)), 0, 255).astype(np.uint8)
     r = max(2.0, tile / 8)
-    tiles = rng.choice(cols * rows, size=2, replace=False)
-    shapes = rng.choice(len(SHAPES), size=2, replace=False)
-    colors = rng.choice(len(COLORS), size=2, replace=False)
+    n = 1 + distractors
+    tiles = rng.choice(cols * rows, size=n, replace=False)
+    shapes = rng.choice(len(SHAPES), size=n, replace=False)
+    colors = rng.choice(len(COLORS), size=n, replace=False)
     names = list(COLORS)
     objs = []
-    for k in range(2):  # the target, then the distractor (another shape, colour and tile)
+    for k in range(n):  # the target, then the distractors (other shapes, colours and tiles)
         j, i = divmod(int(tiles[k]), cols)
         cx = i * tile + rng.uniform(r + 1, tile - r - 1)
         cy = j * tile + rng.uniform(r + 1, tile - r - 1)
@@ -71,7 +73,7 @@ def _draw_one(rng: np.random.Generator, cols: int, rows: int, tile: int) -> Tupl
         mask = shape_mask(SHAPES[int(shapes[k])], size, cx, cy, r)[:h, :w]
         paint(img, mask, COLORS[names[int(colors[k])]])
         objs.append(dict(tile=int(tiles[k]), shape=SHAPES[int(shapes[k])], color=names[int(colors[k])]))
-    return img, dict(target=objs[0], distractor=objs[1])
+    return img, dict(target=objs[0], distractors=objs[1:])
 
 
 def _write_png(path: str, img: np.ndarray) -> None:
@@ -91,7 +93,7 @@ def _write_json(path: str, data: Any) -> None:
 
 def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed: int = 0,
                  tasks: Sequence[str] = IMAGEQA_TASKS, grids: Sequence[Tuple[int, int]] = DEFAULT_GRIDS,
-                 overwrite: bool = False) -> Dict[str, Any]:
+                 distractors: int = 1, overwrite: bool = False) -> Dict[str, Any]:
     """Write the image-QA set (layout in the module docstring); deterministic for a seed.
 
     Args:
@@ -101,6 +103,8 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
         seed: the RNG seed.
         tasks: from :data:`IMAGEQA_TASKS`.
         grids: ``(cols, rows)`` grids, each with 2 to 9 tiles, up to 3x3.
+        distractors: other shapes drawn (each of another shape and colour, in another tile); fewer than the smallest
+            grid's tiles and at most 3.
         overwrite: replace an existing set in ``out_dir``.
 
     Returns:
@@ -121,6 +125,12 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
     grids = [(int(c), int(r)) for c, r in grids]
     for c, r in grids:
         tile_names(c, r)
+    if not grids:
+        raise ValueError('--grids needs at least one COLSxROWS grid')
+    most = min(3, min(c * r for c, r in grids) - 1)
+    if isinstance(distractors, bool) or not isinstance(distractors, int) or not 0 <= distractors <= most:
+        raise ValueError(f'--distractors must be 0-{most} (other shapes, each in another tile of the smallest grid), '
+                         f'got {distractors!r}')
     if os.path.isfile(out_dir):
         raise NotADirectoryError(f'--output {out_dir!r} is a file; give a folder (new or empty)')
     if os.path.isdir(out_dir) and os.listdir(out_dir) and not overwrite:
@@ -137,18 +147,19 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
         rows_out, per_grid = [], {}
         for k in range(num_per_task):
             cols, rows = grids[k % len(grids)]
-            img, objs = _draw_one(rng, cols, rows, tile_size)
+            img, objs = _draw_one(rng, cols, rows, tile_size, distractors)
             name = f'{task}/{k:05d}.png'
             _write_png(os.path.join(out_dir, 'image', name), img)
             target = objs['target']
             options = tile_names(cols, rows)
             rows_out.append(dict(image=name, question=f'Which tile holds the {target["color"]} {target["shape"]}?',
                                  candidates=options, answer=options[target['tile']], cols=cols, rows=rows,
-                                 tile=target['tile'], distractor=objs['distractor']))
+                                 tile=target['tile'], distractors=objs['distractors']))
             per_grid[f'{cols}x{rows}'] = per_grid.get(f'{cols}x{rows}', 0) + 1
         _write_json(os.path.join(out_dir, 'json', f'{task}.json'), rows_out)
         counts[task] = per_grid
     meta = dict(kind='imageqa', tasks=list(tasks), num_per_task=num_per_task, tile_size=tile_size, seed=seed,
+                distractors=distractors,
                 grids=[list(g) for g in grids], counts=counts, seconds=round(time.time() - t0, 2))
     _write_json(meta_path, meta)
     return meta
@@ -167,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--tile-size', type=int, default=32, help='tile side in px (the tower input size)')
     p.add_argument('--grids', nargs='+', default=[f'{c}x{r}' for c, r in DEFAULT_GRIDS],
                    help='tile grids COLSxROWS, cycled over the questions')
+    p.add_argument('--distractors', type=int, default=1, help='other shapes drawn, each in another tile')
     p.add_argument('--seed', type=int, default=0, help='RNG seed')
     p.add_argument('--overwrite', action='store_true', help='replace an existing set in --output')
     return p
@@ -184,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``zoo make-imageqa``: write the set, print one summary line."""
     args = build_parser().parse_args(argv)
     meta = make_imageqa(args.output, args.num_per_task, args.tile_size, args.seed, args.tasks,
-                        [_grid(g) for g in args.grids], args.overwrite)
+                        [_grid(g) for g in args.grids], args.distractors, args.overwrite)
     print(f'wrote {sum(sum(c.values()) for c in meta["counts"].values())} questions ({", ".join(meta["tasks"])}; '
           f'grids {" ".join(f"{c}x{r}" for c, r in meta["grids"])}) to {args.output} in {meta["seconds"]} s')
     return 0
