@@ -60,9 +60,8 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
 """
 from __future__ import annotations
 
-import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -143,7 +142,9 @@ class BlockRotation(AttnTerm):
     """Rotates q and k by per-token block-diagonal rotations ``(B or 1, H, L, m, b, b)``, out of place:
     ``out[..., j, :] = blocks[n, h, l, j] @ x[..., j, :]``. Register tokens carry identity rows.
 
-    (The ``b = 2`` case is a plain RoPE and uses :class:`zoo.encodings.rotary.RotaryTerm`, the one kernel.)
+    Used where the rotation does not factor over the grid axes: LieRE at small sizes (cached), training-time
+    perturbed coordinates, and token subsets. (The ``b = 2`` case is a plain RoPE and uses
+    :class:`zoo.encodings.rotary.RotaryTerm`, the one kernel.)
     """
     tensor_fields = ('blocks',)
 
@@ -161,32 +162,275 @@ class BlockRotation(AttnTerm):
         return BlockRotation(pos.select(self.blocks, 2))
 
     def _apply(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-2] != self.num_tokens:
-            raise ValueError(f'rotation built for {self.num_tokens} tokens, got a tensor with {x.shape[-2]} '
-                             f'(shape {tuple(x.shape)}); positions and sequence disagree')
-        blocks = self.blocks.to(x.dtype)
-        nb, h, l, m, b = blocks.shape[:5]
-        n = x.shape[0]
-        if nb != 1:  # per-sample rotations (token subsets)
-            return torch.einsum('nhlmij,nhlmj->nhlmi', blocks, x.unflatten(-1, (m, b))).flatten(-2)
-        # Shared rotation: one batched (n x b) @ (b x b) product per (head, token, block), the batch as rows (bmm is
-        # ~1.5x faster on CPU than the equivalent einsum).
-        xb = x.unflatten(-1, (m, b)).permute(1, 2, 3, 0, 4).reshape(h * l * m, n, b)
-        out = torch.bmm(xb, blocks.reshape(h * l * m, b, b).transpose(-1, -2))
-        return out.reshape(h, l, m, n, b).permute(3, 0, 1, 2, 4).reshape(n, h, l, m * b)
+        _check_tokens(self.num_tokens, x)
+        return _apply_blocks(self.blocks.to(x.dtype), x)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
         return self._apply(q), self._apply(k)
 
 
-def _expm_taylor(a: torch.Tensor) -> torch.Tensor:
-    """Matrix exponential of a batch of small matrices by scaling and squaring a Taylor polynomial.
+def _check_tokens(expected, x: torch.Tensor) -> None:
+    if not _tracing() and x.shape[-2] != expected:
+        raise ValueError(f'rotation built for {expected} tokens, got a tensor with {x.shape[-2]} '
+                         f'(shape {tuple(x.shape)}); positions and sequence disagree')
 
-    Used for LieRE training: autograd through ~20 batched ``b x b`` products is several times cheaper than the backward
-    of ``torch.linalg.matrix_exp`` (an exponential of a ``2b x 2b`` block matrix). The input is scaled by ``2^-s`` to
-    a 1-norm of at most 0.5, where the truncation error of degree 8 (float32) or 12 (float64) is below the dtype's
-    rounding (``0.5^9 / 9! = 5e-9``, ``0.5^13 / 13! = 2e-14``), then squared ``s`` times.
+
+def _tracing() -> bool:
+    return not caching_allowed()
+
+
+def _apply_blocks(blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``out[n, h, l, j] = blocks[n or 0, h, l, j] @ x[n, h, l, j]`` for blocks ``(1 or B, H, L, m, b, b)`` and
+    ``x`` ``(B, H, L, m * b)``."""
+    nb, h, l, m, b = blocks.shape[:5]
+    n = x.shape[0]
+    if nb != 1:  # per-sample rotations (token subsets, random positions)
+        return torch.einsum('nhlmij,nhlmj->nhlmi', blocks, x.unflatten(-1, (m, b))).flatten(-2)
+    # Shared rotation: one batched (n x b) @ (b x b) product per (head, token, block), the batch as rows (bmm is
+    # ~1.5x faster on CPU than the equivalent einsum).
+    xb = x.unflatten(-1, (m, b)).permute(1, 2, 3, 0, 4).reshape(h * l * m, n, b)
+    out = torch.bmm(xb, blocks.reshape(h * l * m, b, b).transpose(-1, -2))
+    return out.reshape(h, l, m, n, b).permute(3, 0, 1, 2, 4).reshape(n, h, l, m * b)
+
+
+# grid letter of each axis in the (n, h, t, r, c, j, b) view of the patch tokens: row, col, t
+_AXIS_LETTER = ('r', 'c', 't')
+
+
+def _rotate_axis(y: torch.Tensor, table: torch.Tensor, axis: int) -> torch.Tensor:
+    """Rotate the patch view ``y`` ``(B, H, T, R, C, j, b)`` by one axis' blocks ``table`` ``(1 or B, n_axis, H, j,
+    b, b)``: ``out[..., t, r, c, j, :] = table[., coord, h, j] @ y[..., t, r, c, j, :]`` with ``coord`` the token's
+    row, column or frame. One batched ``b x b`` product over the tokens that share the coordinate: no per-token
+    matrix is formed."""
+    ax = _AXIS_LETTER[axis]
+    if table.shape[0] == 1:
+        return torch.einsum(f'nhtrcjb,{ax}hjab->nhtrcja', y, table[0])
+    return torch.einsum(f'nhtrcjb,n{ax}hjab->nhtrcja', y, table)
+
+
+class AxisRotation(AttnTerm):
+    """ComRoPE-AP / -LD rotation of a full grid, kept as one table per axis, applied axis by axis.
+
+    AP block ``j`` turns with axis ``j mod N`` only, and the LD rotation factors as ``exp(x_0 A_0) exp(x_1 A_1)
+    [exp(x_2 A_2)]`` (the factors commute), so a token's rotation is a product of one block per axis, each depending
+    on one coordinate. The term stores, per axis, the blocks at that axis' distinct coordinates (the patch centres
+    plus the class position 0.5 last) and rotates q and k with one batched ``b x b`` product per axis
+    (:func:`_rotate_axis`): memory ``O((H + W + T) heads head_dim b)`` instead of ``O(H W T heads head_dim b)``.
+
+    Args:
+        tables: per axis (row, col[, t]), ``(1 or B, n_axis + 1, heads, m_axis, b, b)`` in the q/k dtype; LD has
+            ``m_axis = m`` (every block turns with every axis), AP has the blocks ``j = axis, axis + N, ...``.
+        grid: ``(T, H, W)`` patch grid of the rotated tokens (t-major, row-major).
+        num_class: leading class tokens (rotated at 0.5 on every axis).
+        num_prefix: class + register tokens (registers are not rotated).
+        variant: ``'ap'`` or ``'ld'``.
+    """
+
+    def __init__(self, tables: Sequence[torch.Tensor], grid: Tuple[int, int, int], num_class: int, num_prefix: int,
+                 variant: str):
+        self.tensor_fields = tuple(f'table{i}' for i in range(len(tables)))
+        for i, t in enumerate(tables):
+            setattr(self, f'table{i}', t)
+        self.grid, self.num_class, self.num_prefix, self.variant = grid, num_class, num_prefix, variant
+
+    @property
+    def tables(self) -> List[torch.Tensor]:
+        return [getattr(self, f) for f in self.tensor_fields]
+
+    @property
+    def num_tokens(self):
+        t, h, w = self.grid
+        return self.num_prefix + t * h * w
+
+    def _rotate_view(self, y: torch.Tensor, tables: Sequence[torch.Tensor]) -> torch.Tensor:
+        """``y`` ``(B, H, T, R, C, m, b)`` rotated by ``tables`` (each indexed by its axis' coordinate)."""
+        n_axes = len(tables)
+        if self.variant == 'ld':
+            for ax, tab in enumerate(tables):
+                y = _rotate_axis(y, tab, ax)
+            return y
+        m = y.shape[-2]
+        if m % n_axes == 0:  # blocks (axis 0, axis 1, ...) repeat: a strided view per axis, no gather
+            groups = y.unflatten(-2, (m // n_axes, n_axes))
+            return torch.stack([_rotate_axis(groups[..., ax, :], tab, ax) for ax, tab in enumerate(tables)],
+                               dim=-2).flatten(-3, -2)
+        parts = [_rotate_axis(y[..., ax::n_axes, :], tab, ax) for ax, tab in enumerate(tables)]
+        order = torch.cat([torch.arange(ax, m, n_axes) for ax in range(n_axes)])
+        return torch.cat(parts, dim=-2)[..., torch.argsort(order).to(y.device), :]
+
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
+        _check_tokens(self.num_tokens, x)
+        t, h, w = self.grid
+        n, heads, _, dim = x.shape
+        b = self.tables[0].shape[-1]
+        tables = [tab.to(x.dtype) for tab in self.tables]
+        p, c = self.num_prefix, self.num_class
+        patches = x[:, :, p:].unflatten(-1, (dim // b, b)).unflatten(2, (t, h, w))
+        out = self._rotate_view(patches, [tab[:, :-1] for tab in tables]).flatten(-2).flatten(2, 4)
+        if not p:
+            return out
+        parts = []
+        if c:  # class tokens: a (1, 1, c) grid whose row, col[, t] factors are all the class position's blocks
+            cls = x[:, :, :c].unflatten(-1, (dim // b, b))[:, :, None, None]  # (B, H, 1, 1, c, m, b)
+            cls_tables = [tab[:, -1:].expand(-1, c if ax == 1 else 1, -1, -1, -1, -1)
+                          for ax, tab in enumerate(tables)]
+            parts.append(self._rotate_view(cls, cls_tables).flatten(-2).flatten(2, 4))
+        if p > c:
+            parts.append(x[:, :, c:p])
+        return torch.cat(parts + [out], dim=2)
+
+    def blocks(self) -> torch.Tensor:
+        """The per-token blocks ``(1 or B, H, L, m, b, b)`` of every token (registers: identity): the dense form of
+        this term, for token subsets and tests."""
+        tables = self.tables
+        t, h, w = self.grid
+        n_axes = len(tables)
+        dev = tables[0].device
+        tt, rr, cc = torch.meshgrid(torch.arange(t, device=dev), torch.arange(h, device=dev),
+                                    torch.arange(w, device=dev), indexing='ij')
+        idx = [rr.reshape(-1), cc.reshape(-1), tt.reshape(-1)][:n_axes]
+        tok = [torch.cat([i.new_full((self.num_class,), tab.shape[1] - 1), i]) for i, tab in zip(idx, tables)]
+        return _combine_axes([tab[:, ti] for tab, ti in zip(tables, tok)], self.variant, self.num_class,
+                             self.num_prefix - self.num_class)
+
+    def select(self, pos: Positions) -> AttnTerm:
+        """The full grid: this term; a token subset: the dense :class:`BlockRotation` of the present tokens."""
+        if not pos.is_subset:
+            return self
+        return BlockRotation(self.blocks()).select(pos)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
+        return self._apply(q), self._apply(k)
+
+
+def _combine_axes(per_axis: Sequence[torch.Tensor], variant: str, num_class: int, num_reg: int) -> torch.Tensor:
+    """Per-token blocks ``(1 or B, H, L, m, b, b)`` from each axis' per-token blocks ``(1 or B, Lr, H, m_axis, b, b)``
+    (rotated tokens: class tokens, then patches): LD multiplies the axes' factors, AP puts block ``j`` of axis
+    ``j mod N`` in place; ``num_reg`` identity rows are inserted after the class tokens."""
+    n_axes = len(per_axis)
+    dev = per_axis[0].device
+    if variant == 'ld':
+        blocks = per_axis[0]
+        for e in per_axis[1:]:
+            blocks = blocks @ e
+    else:
+        m = sum(e.shape[3] for e in per_axis)
+        order = torch.cat([torch.arange(ax, m, n_axes) for ax in range(n_axes)])
+        blocks = torch.cat(list(per_axis), dim=3)[:, :, :, torch.argsort(order).to(dev)]
+    if num_reg:
+        eye = torch.eye(blocks.shape[-1], device=dev, dtype=blocks.dtype)
+        eye = eye.expand(blocks.shape[0], num_reg, *blocks.shape[2:])
+        blocks = torch.cat([blocks[:, :num_class], eye, blocks[:, num_class:]], 1)
+    return blocks.transpose(1, 2)
+
+
+def _exporting() -> bool:
+    return bool(getattr(torch.compiler, 'is_exporting', lambda: False)())
+
+
+class LieRotation(AttnTerm):
+    """LieRE rotation built where it is used: each token's blocks ``exp(sum_i x_i A_i)`` are computed inside
+    :meth:`rotate`, in chunks of tokens, applied to q and k, and dropped, so at video sizes no layer holds the
+    per-token blocks of the whole sequence (one layer's would be ``L heads head_dim b`` floats).
+
+    Args:
+        gen: ``(H, N, m, b, b)`` angle matrices of the layer (compute dtype, float32 or float64).
+        coords: ``(1 or B, L_rot, N)`` coordinates of the rotated tokens (class tokens, then patches).
+        num_class: leading class tokens; ``num_prefix - num_class`` register tokens follow them, unrotated.
+        num_prefix: class + register tokens.
+        dtype: q/k dtype the blocks are cast to.
+    """
+    tensor_fields = ('gen', 'coords')
+    chunk_elements = 1 << 19  # block entries per chunk (2 MiB in float32)
+
+    def __init__(self, gen: torch.Tensor, coords: torch.Tensor, num_class: int, num_prefix: int,
+                 dtype: torch.dtype):
+        self.gen, self.coords, self.num_class, self.num_prefix, self.dtype = gen, coords, num_class, num_prefix, dtype
+
+    @property
+    def num_tokens(self):
+        return self.coords.shape[1] + self.num_prefix - self.num_class
+
+    def _blocks(self, coords: torch.Tensor) -> torch.Tensor:
+        """``(1 or B, H, l, m, b, b)`` for coordinates ``(1 or B, l, N)``."""
+        return _lie_blocks(self.gen, coords).transpose(1, 2).to(self.dtype)
+
+    def _rotated_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """The rotated tokens of ``x``: class tokens, then patches (registers left out)."""
+        c, p = self.num_class, self.num_prefix
+        return x if p == c else torch.cat([x[:, :, :c], x[:, :, p:]], dim=2)
+
+    def _put_back(self, rot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        c, p = self.num_class, self.num_prefix
+        return rot if p == c else torch.cat([rot[:, :, :c], x[:, :, c:p], rot[:, :, c:]], dim=2)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
+        _check_tokens(self.num_tokens, q)
+        qr, kr = self._rotated_rows(q), self._rotated_rows(k)
+        n_rot = self.coords.shape[1]
+        step = n_rot if _tracing() else max(1, self.chunk_elements // self.gen[:, 0].numel())
+        if step >= n_rot:
+            blocks = self._blocks(self.coords).to(q.dtype)
+            return self._put_back(_apply_blocks(blocks, qr), q), self._put_back(_apply_blocks(blocks, kr), k)
+        outs_q, outs_k = [], []
+        for start in range(0, n_rot, step):
+            blocks = self._blocks(self.coords[:, start:start + step]).to(q.dtype)
+            outs_q.append(_apply_blocks(blocks, qr[:, :, start:start + step]))
+            outs_k.append(_apply_blocks(blocks, kr[:, :, start:start + step]))
+        return self._put_back(torch.cat(outs_q, 2), q), self._put_back(torch.cat(outs_k, 2), k)
+
+    def dense(self) -> BlockRotation:
+        """The same rotation with every token's blocks computed now (small grids, cached in eval)."""
+        blocks = self._blocks(self.coords)
+        n_reg = self.num_prefix - self.num_class
+        if n_reg:
+            eye = torch.eye(blocks.shape[-1], device=blocks.device, dtype=blocks.dtype)
+            eye = eye.expand(blocks.shape[0], blocks.shape[1], n_reg, *blocks.shape[3:])
+            blocks = torch.cat([blocks[:, :, :self.num_class], eye, blocks[:, :, self.num_class:]], 2)
+        return BlockRotation(blocks)
+
+    def select(self, pos: Positions) -> AttnTerm:
+        """The full grid: this term; a token subset: the dense :class:`BlockRotation` of the present tokens."""
+        return self if not pos.is_subset else self.dense().select(pos)
+
+
+def _lie_blocks(gen: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
+    """``exp(sum_i coords_i gen[:, i])`` ``(1 or B, l, H, m, b, b)`` for generators ``(H, N, m, b, b)`` and coordinates
+    ``(1 or B, l, N)`` (one exponential per token, head and block)."""
+    g = coords[:, :, None, None, None, None, 0] * gen[None, None, :, 0]
+    for ax in range(1, gen.shape[1]):
+        g = g + coords[:, :, None, None, None, None, ax] * gen[None, None, :, ax]
+    # eager: the Taylor form (about twice as fast as torch.linalg.matrix_exp on batches of 8 x 8 blocks, as exact)
+    return torch.linalg.matrix_exp(g) if _tracing() and not _exporting() else expm_taylor(g)
+
+
+#: squarings of :func:`expm_taylor` unrolled in traced graphs (ONNX, export): exact up to 1-norms of 0.5 * 2^24
+MAX_SQUARINGS = 24
+
+
+def matrix_exp(a: torch.Tensor) -> torch.Tensor:
+    """``exp(a)`` of a batch of small matrices ``(..., b, b)``: :func:`expm_taylor` (matmuls only) while exporting
+    (ONNX has no matrix exponential) and in eager training (its backward is several times cheaper than that of
+    ``torch.linalg.matrix_exp``), ``torch.linalg.matrix_exp`` otherwise (eager inference, ``torch.compile``,
+    ``torch.jit.trace``)."""
+    if _exporting() or (not _tracing() and torch.is_grad_enabled() and a.requires_grad):
+        return expm_taylor(a)
+    return torch.linalg.matrix_exp(a)
+
+
+def expm_taylor(a: torch.Tensor) -> torch.Tensor:
+    """Matrix exponential by scaling and squaring a Taylor polynomial, written with matmuls, elementwise ops and
+    ``where`` only, so that ONNX and inductor have every op (Higham, "The Scaling and Squaring Method for the Matrix
+    Exponential Revisited", SIAM J. Matrix Anal. Appl. 2005, Sec. 2).
+
+    Each matrix is scaled by ``2^-s`` with ``s = max(0, ceil(log2(||a||_1 / 0.5)))`` (its own ``s``), where the
+    truncation error of degree 8 (float32) or 12 (float64) is below the dtype's rounding (``0.5^9 / 9! = 5e-9``,
+    ``0.5^13 / 13! = 2e-14``), then squared ``s`` times. Eager code squares ``max(s)`` times; a traced graph has a
+    fixed :data:`MAX_SQUARINGS` squarings, each kept only where ``s`` asks for it, so the graph has no data-dependent
+    shape or loop. Agrees with ``torch.linalg.matrix_exp`` to float32 rounding (``tests/test_comrope.py``).
 
     Args:
         a: ``(..., b, b)`` float32 or float64.
@@ -194,18 +438,21 @@ def _expm_taylor(a: torch.Tensor) -> torch.Tensor:
     Returns:
         ``exp(a)`` with the shape and dtype of ``a``.
     """
-    if not caching_allowed():  # compiling / exporting: the squaring count below is data-dependent
-        return torch.linalg.matrix_exp(a)
     deg = 12 if a.dtype == torch.float64 else 8
-    norm = torch.linalg.matrix_norm(a.detach(), ord=1).amax().item() if a.numel() else 0.0
-    s = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
-    a = a * (0.5 ** s)
+    norm = a.detach().abs().sum(-2).amax(-1)  # (...,) max column sum
+    s = torch.ceil(torch.log2(norm.clamp_min(1e-30) / 0.5)).clamp_min(0)
+    if _tracing():
+        s = s.clamp_max(MAX_SQUARINGS)
+        squarings = MAX_SQUARINGS
+    else:
+        squarings = int(s.max().item()) if a.numel() else 0
+    a = a * torch.pow(2.0, -s)[..., None, None].to(a.dtype)
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
     out = eye + a / deg
     for k in range(deg - 1, 0, -1):
         out = eye + (a @ out) / k
-    for _ in range(s):
-        out = out @ out
+    for i in range(squarings):
+        out = torch.where((s > i)[..., None, None], out @ out, out)
     return out
 
 
@@ -452,6 +699,10 @@ class ComRoPE(PosEncoding):
         perturb = self.training and self.perturb_intensity > 0
         random = pos.draw_batch if self.training and self.random_positions.active else 0
 
+        return self._terms(pos, sizes, perturb, random, dtype, device)
+
+    def _terms(self, pos: Positions, sizes: Tuple[int, ...], perturb: bool, random: int, dtype: torch.dtype,
+               device) -> List[AttnTerm]:
         def build():
             return self._build_terms(sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb,
                                      random)
@@ -459,7 +710,8 @@ class ComRoPE(PosEncoding):
         # Cache only results that carry no autograd graph and no randomness; the key holds each generator
         # parameter's identity and version counter, so a stale table can never be returned.
         if perturb or random or self.training or torch.is_grad_enabled():
-            terms = build()
+            terms = self._build_terms(sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype, device, perturb,
+                                      random)
         else:
             terms = self._cache.get(lambda: (sizes, pos.num_prefix_tokens, pos.num_class_tokens, dtype,
                                              torch.device(device), param_key(self.layers.parameters())), build)
@@ -514,6 +766,11 @@ class ComRoPE(PosEncoding):
             cls = list(sizes)
         return values, idx, cls
 
+    #: LieRE: the per-token blocks of all layers are computed up front (and cached in eval) up to this many bytes;
+    #: above it (video sizes: 231 MB for ViT-S at 16x224^2) each layer computes its blocks inside the attention,
+    #: chunk by chunk, every forward (:class:`LieRotation`): memory of one chunk, time of the exponentials
+    dense_cache_bytes = 64 << 20
+
     def _build_terms(self, sizes: Tuple[int, ...], num_prefix: int, num_class: int, dtype: torch.dtype, device,
                      perturb: bool, random: int = 0) -> List[AttnTerm]:
         if num_class > num_prefix:
@@ -522,9 +779,9 @@ class ComRoPE(PosEncoding):
         cdtype = torch.float64 if dtype == torch.float64 else torch.float32
         values, idx, cls = self._coords(sizes, perturb, device, cdtype, random)
         n_axes = len(sizes)
+        grid = (sizes[2] if n_axes == 3 else 1, sizes[0], sizes[1])
         # token order of the rotated set: class tokens, then patches (registers are inserted as identity later)
         tok = [torch.cat([i.new_full((num_class,), c), i]) for i, c in zip(idx, cls)]
-        u = [v[:, ti] for v, ti in zip(values, tok)]  # (1 or B, Lr) per-token coordinate of each axis
         n_reg = num_prefix - num_class
         b = self.block_size
         terms = []
@@ -532,6 +789,7 @@ class ComRoPE(PosEncoding):
             a = layer.generators(cdtype).to(device)  # (H, N, m, b, b)
             if b == 2:
                 # so(2) is commutative: every block is a plain rotation by angle sum_i x_i * A_i[j][0, 1]
+                u = [v[:, ti] for v, ti in zip(values, tok)]  # (1 or B, Lr) per-token coordinate of each axis
                 omega = a[..., 0, 1]  # (H, N, m)
                 ang = u[0][:, None, :, None] * omega[None, :, None, 0]  # (1 or B, H, Lr, m)
                 for ax in range(1, n_axes):
@@ -542,34 +800,25 @@ class ComRoPE(PosEncoding):
                                      ang[:, :, num_class:]], 2)
                 terms.append(RotaryTerm.from_angles(-ang))
                 continue
-            if self.variant == 'ap':
-                # block j turns with axis j mod N only: exp once per distinct coordinate of that axis, then gather
-                parts = [torch.linalg.matrix_exp(values[ax][:, :, None, None, None, None]
-                                                 * a[None, None, :, ax, ax::n_axes])[:, tok[ax]]
-                         for ax in range(n_axes)]  # (1 or B, Lr, H, m_ax, b, b)
-                if all(p.shape[3] == parts[0].shape[3] for p in parts):
-                    blocks = torch.stack(parts, dim=4).flatten(3, 4)  # (1 or B, Lr, H, m, b, b), blocks in order j
-                else:  # uneven split (videos): put block j = ax + N k back at its place
-                    order = torch.cat([torch.arange(ax, a.shape[2], n_axes) for ax in range(n_axes)])
-                    blocks = torch.cat(parts, dim=3)[:, :, :, torch.argsort(order).to(device)]
-            elif self.variant == 'ld':
-                # A_i[j] are multiples of one matrix, so exp(sum_i x_i A_i) = prod_i exp(x_i A_i)
-                blocks = None
-                for ax in range(n_axes):
-                    e = torch.linalg.matrix_exp(values[ax][:, :, None, None, None, None]
-                                                * a[None, None, :, ax])[:, tok[ax]]
-                    blocks = e if blocks is None else torch.matmul(blocks, e)
+            if self.variant == 'liere':
+                coords = torch.stack([v[:, ti] for v, ti in zip(values, tok)], dim=-1)  # (1 or B, Lr, N)
+                term = LieRotation(a, coords, num_class, num_prefix, dtype)
+                if not _tracing():
+                    dense_bytes = self.depth * a[:, 0].numel() * coords.numel() // n_axes * (cdtype.itemsize)
+                    if dense_bytes <= self.dense_cache_bytes:
+                        term = term.dense()
+                terms.append(term)
+                continue
+            # AP: block j turns with axis j mod N only; LD: exp(sum_i x_i A_i) = prod_i exp(x_i A_i) (one matrix).
+            # Either way, one exponential per distinct coordinate of each axis.
+            tables = [matrix_exp(values[ax][:, :, None, None, None, None]
+                                 * (a[None, None, :, ax, ax::n_axes] if self.variant == 'ap' else a[None, None, :, ax]))
+                      for ax in range(n_axes)]  # (1 or B, n_ax + 1, H, m_ax, b, b)
+            if perturb:  # per-token coordinates: no grid structure, the dense blocks of each token
+                terms.append(BlockRotation(_combine_axes([t[:, ti] for t, ti in zip(tables, tok)], self.variant,
+                                                         num_class, n_reg).to(dtype)))
             else:
-                gen = u[0][:, :, None, None, None, None] * a[None, None, :, 0]
-                for ax in range(1, n_axes):
-                    gen = gen + u[ax][:, :, None, None, None, None] * a[None, None, :, ax]
-                # one exponential per token, head and block (non-commuting); the Taylor form has a cheaper backward
-                blocks = _expm_taylor(gen) if torch.is_grad_enabled() and gen.requires_grad else \
-                    torch.linalg.matrix_exp(gen)
-            if n_reg:
-                eye = torch.eye(b, device=device, dtype=cdtype).expand(blocks.shape[0], n_reg, *blocks.shape[2:])
-                blocks = torch.cat([blocks[:, :num_class], eye, blocks[:, num_class:]], 1)
-            terms.append(BlockRotation(blocks.transpose(1, 2).to(dtype)))
+                terms.append(AxisRotation([t.to(dtype) for t in tables], grid, num_class, num_prefix, self.variant))
         return terms
 
     def extra_repr(self) -> str:
