@@ -16,7 +16,7 @@ from torch.export import Dim
 
 import zoo  # noqa: F401
 from zoo.encodings import STRATEGIES, create_pos_encoding, get_pos_encoding_class, list_pos_encodings
-from zoo.encodings.extrapolation import HEAD_STRATEGIES
+from zoo.encodings.extrapolation import ALL_STRATEGIES
 from zoo.models.vit import PEVisionTransformer
 
 KINDS = list_pos_encodings()
@@ -210,7 +210,7 @@ def test_extrapolation_hook_matches_the_constructor(kind):
     geo = dict(dim=64, num_heads=2, depth=2, grid_size=(4, 4), num_prefix_tokens=1, num_class_tokens=1)
     pe = create_pos_encoding(kind, geo)
     supported = get_pos_encoding_class(kind).supported_extrapolations()
-    assert supported[0] == 'none' and set(supported) <= set(STRATEGIES + HEAD_STRATEGIES)
+    assert supported[0] == 'none' and set(supported) <= set(ALL_STRATEGIES)
     held = pe.extrapolation
     assert (held is None) == (supported == ('none',))
     for strategy in STRATEGIES:
