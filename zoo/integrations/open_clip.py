@@ -879,13 +879,12 @@ def write_clip_configs(folder: str = CONFIG_DIR) -> List[str]:
 
     Run ``python -m zoo.integrations`` after adding an image PE (a test checks the files are current).
     """
+    from zoo.datasets.files import write_text_atomic
     os.makedirs(folder, exist_ok=True)
     paths = []
     for name, cfg in clip_configs().items():
         path = os.path.join(folder, f'{name}.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f, indent=2)
-            f.write('\n')
+        write_text_atomic(path, json.dumps(cfg, indent=2) + '\n')  # a killed writer leaves no half-written config
         paths.append(path)
     return paths
 
