@@ -349,3 +349,27 @@ def test_search_longrope_command_on_a_tiny_checkpoint(tmp_path, capsys):
     assert len({r['loss'] for r in rows if r['size'] == 32}) == 1  # unchanged at the training size
     assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', out, '--val-size', '4']) == 2
     assert 'too small to decide' in capsys.readouterr().err
+
+
+def test_search_longrope_command_on_a_tiny_video_llm(tmp_path, capsys):
+    """The video-LLM path: V-NIAH items (zoo make-videoqa) at twice the training frames; the training span of the ids
+    is measured at the training frame count; the factors are one list over the decoder's rotary pairs."""
+    from zoo.cli import main
+    q, run, out = str(tmp_path / 'q'), str(tmp_path / 'run'), str(tmp_path / 'f.json')
+    assert main(['make-videoqa', '--output', q, '--tasks', 'vniah', '--niah-lengths', '8', '16', '--niah-depths',
+                 '0.2', '0.8', '--niah-per-cell', '3', '--size', '32', '--frames', '16']) == 0
+    assert main(['train-vlm', '--model', 'pe_vlm_tiny_rope1d', '--data-dir', q, '--output', run, '--num-frames', '4',
+                 '--frame-size', '32', '--epochs', '1', '--batch-size', '4', '--max-train', '2', '--max-val', '1',
+                 '--workers', '0', '--no-progress', '--threads', '1', '--model-kwargs', 'dim=64', 'depth=2',
+                 'num_heads=2', 'num_kv_heads=1', 'mlp_hidden=64', 'tower_kwargs.img_size=32',
+                 'tower_kwargs.patch_size=8', 'tower_kwargs.embed_dim=32', 'tower_kwargs.depth=1',
+                 'tower_kwargs.num_heads=2']) == 0
+    capsys.readouterr()
+    assert main(['search-longrope', '--run', run, '--data-dir', q, '--output', out, '--val-size', '8',
+                 '--population', '3', '--mutations', '1', '--crossovers', '1', '--parents', '2', '--iterations', '1',
+                 '--threads', '1']) == 0
+    doc = json.load(open(out))
+    assert doc['encoding'] == 'multimodal_rope' and doc['axes'] == ['pairs'] and len(doc['factors'][0]) == 16
+    assert doc['target_grid'][0] > doc['train_grid'][0] and doc['search']['samples'] == 8
+    assert 'V-NIAH at 8 frames (trained at 4)' == doc['search']['target']
+    assert doc['search']['message'] in capsys.readouterr().out
