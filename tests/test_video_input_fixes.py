@@ -335,6 +335,30 @@ def test_eval_frames_logs_a_folder_warning_once_per_sweep(videos, tmp_path, capl
     assert len(lines) == 1, lines
 
 
+def test_eval_resolution_logs_a_folder_warning_once_per_sweep(tmp_path, caplog):
+    import timm
+    from PIL import Image
+    from zoo.sweep.resolution import eval_resolution
+    classes = ('a', 'b')
+    for c in classes:
+        os.makedirs(tmp_path / 'img' / 'val' / c)
+        for i in range(2):
+            Image.fromarray(np.full((32, 32, 3), 60 * i + 40, np.uint8)).save(tmp_path / 'img' / 'val' / c / f'{i}.png')
+    (tmp_path / 'img' / 'val' / 'a' / 'notes.txt').write_text('not an image')
+    name, kw = 'pe_vit_tiny_patch16_rope_mixed_224', dict(patch_size=8, embed_dim=32, depth=1, num_heads=2)
+    torch.manual_seed(0)
+    model = timm.create_model(name, num_classes=2, img_size=32, **kw)
+    torch.save(dict(model=model.state_dict(), meta=dict(model_name=name, model_kwargs=kw, img_size=32, num_classes=2,
+                                                          class_names=list(classes))), tmp_path / 'i.pth')
+    with caplog.at_level(logging.WARNING, logger='zoo'):
+        res = eval_resolution(['--data-dir', str(tmp_path / 'img'), '--checkpoint', str(tmp_path / 'i.pth'),
+                               '--sizes', '16', '32', '48', '--output', str(tmp_path / 'o'), '-j', '0',
+                               '--no-progress'])
+    assert not res['failed'] and len(res['rows']) == 3
+    lines = [r.getMessage() for r in caplog.records if 'notes.txt' in r.getMessage()]
+    assert len(lines) == 1, lines
+
+
 # ---- 7. 10-bit video: decord's frames differ, the exact path reads them --------------------------------------------
 
 def _write(path, frames, pix_fmt='yuv420p', codec='libx264', fmt='mp4', rotation=None):

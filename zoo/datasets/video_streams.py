@@ -772,7 +772,7 @@ def _check_frames(index: StreamIndex, wanted: Sequence[int], count: int = 3) -> 
 
 
 #: the most two decoders' RGB values of the same frame may differ by (grey levels, 0-255) and still count as equal.
-#: Measured (``tests/test_video_decoding_breaker.py::test_pixel_tolerance_is_measured``): decord and PyAV give
+#: Measured (``tests/test_video_input_fixes.py::test_pixel_tolerance_is_measured``): decord and PyAV give
 #: identical RGB (difference 0) on 8-bit H.264 (4:2:0 and 4:4:4), HEVC, VP9 and MPEG-4 Part 2 files and on the
 #: real clips of ``../shared/data/videos``; 2 leaves room for another FFmpeg build rounding its colour conversion
 #: differently. On 10-bit files (H.264 High 10, HEVC Main 10) decord's frames differ by up to 78 levels.

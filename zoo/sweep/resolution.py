@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = ['build_eval_parser', 'eval_resolution']
 
 import argparse
+import copy
 import logging
 import os
 import time
@@ -146,10 +147,11 @@ def eval_resolution(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     def evaluate(m: SweepModel, cell: Dict[str, Any], state) -> tuple:
         size, cfg = cell['size'], m.info['data_config']
         key = (size, cfg['crop_pct'], cfg['interpolation'], tuple(cfg['mean']), tuple(cfg['std']))
-        if key not in datasets:
-            datasets[key] = _open_folder(args, create_transform(
+        if key not in datasets:  # the folder opened once (its warnings logged once per sweep), a transform per key
+            datasets[key] = copy.copy(probe)
+            datasets[key].transform = create_transform(
                 (3, size, size), is_training=False, interpolation=cfg['interpolation'], mean=tuple(cfg['mean']),
-                std=tuple(cfg['std']), crop_pct=cfg['crop_pct']))
+                std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])
         ds = datasets[key]
         out = evaluate_classifier(m, ds, dict(img_size=size), args, device, dtype, task, desc=f'{m.label} @ {size}px',
                                   prepare=lambda model: _estimate(model, m.label, size, len(ds), args.batch_size,
