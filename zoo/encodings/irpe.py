@@ -48,7 +48,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from ._cache import TableCache
+from ._cache import TableCache, caching_allowed
 from ._grid import parse_grid_size
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
@@ -155,10 +155,16 @@ def irpe_bucket_ids(method: str, height: int, width: int, ratio: float, skip: in
     t = 1 if frames is None else frames
     # Every bucket function depends on the per-axis offsets only: evaluate it on the few distinct offsets (or squared
     # distances) and gather, instead of running g on (N, N) tensors.
-    axes = [(torch.arange(height).repeat_interleave(width).repeat(t), height),   # row of every token
-            (torch.arange(width).repeat(height * t), width)]                       # column
+    # (broadcast + reshape rather than repeat_interleave with a symbolic count, which ONNX Runtime ran with the
+    # wrong length after the dynamo exporter: 'broadcast ... 14 by 196' at ViT-Ti/224)
+    def along(axis: int, size: int) -> torch.Tensor:
+        shape = [1, 1, 1]
+        shape[axis] = size
+        return torch.arange(size).view(shape).expand(t, height, width).reshape(-1)
+    axes = [(along(1, height), height),   # row of every token
+            (along(2, width), width)]     # column
     if frames is not None:
-        axes.append((torch.arange(t).repeat_interleave(height * width), t))         # tubelet
+        axes.append((along(0, t), t))     # tubelet
 
     def pairwise(axis: int, fn) -> torch.Tensor:
         """``fn(offset)`` for the (query - key) offset along ``axis`` of every pair, ``(N, N)``."""
@@ -226,20 +232,26 @@ class IRPETable(nn.Module):
         """Additive logits ``[b, h, i, j]`` indexed by the token that owns ``x`` first.
 
         Args:
-            x: the scaled queries (k side) or scaled keys (q side) ``(B, H, L, D)``; unused in bias mode.
-            ids: bucket ids ``(B or 1, L, L)`` int64.
+            x: the scaled queries (k side) or scaled keys (q side) ``(B, H, Lq, D)``; unused in bias mode.
+            ids: bucket ids ``(B or 1, Lq, Lk)`` int64 (``Lq < Lk`` for a block of queries).
 
         Returns:
-            ``(B or 1, H', L, L)`` (bias) or ``(B, H, L, L)`` (contextual); entry ``[n, ..., a, c]`` uses bucket
+            ``(B or 1, H', Lq, Lk)`` (bias) or ``(B, H, Lq, Lk)`` (contextual); entry ``[n, ..., a, c]`` uses bucket
             ``ids[n, a, c]``.
         """
         if self.mode == 'bias':
             return self.lookup_table_bias[:, ids].transpose(0, 1)
-        proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, L, K): every query against every bucket
-        b, h, n, _ = proj.shape
-        return torch.gather(proj, -1, ids.unsqueeze(1).expand(b, h, n, n))
+        proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, Lq, K): every query against every bucket
+        b, h = proj.shape[:2]
+        return torch.gather(proj, -1, ids.unsqueeze(1).expand(b, h, ids.shape[-2], ids.shape[-1]))
 
-    def logits_transposed(self, x: torch.Tensor, ids_t: torch.Tensor) -> torch.Tensor:
+    def projection_t(self, x: torch.Tensor) -> torch.Tensor:
+        """The q-side projection ``(B, H, K, Lk)`` of the scaled keys ``x`` ``(B, H, Lk, D)`` on every bucket
+        (contextual mode), contiguous, for :meth:`logits_transposed`."""
+        return torch.matmul(x, self.lookup_table_weight).transpose(-1, -2).contiguous()
+
+    def logits_transposed(self, x: torch.Tensor, ids_t: torch.Tensor,
+                          proj_t: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``logits(x, ids)`` transposed on its last two axes, built directly in ``[i, j]`` order (q side).
 
         Entry ``[..., i, j]`` uses the table of token ``j`` (the scaled key) at bucket ``ids[j, i]``. Gathering along
@@ -247,14 +259,20 @@ class IRPETable(nn.Module):
         about twice as slow on CPU.
 
         Args:
-            x: scaled keys ``(B, H, L, D)``; unused in bias mode.
-            ids_t: transposed bucket ids ``ids.transpose(-1, -2)`` ``(B or 1, L, L)`` int64, contiguous.
+            x: scaled keys ``(B, H, Lk, D)``; unused in bias mode.
+            ids_t: transposed bucket ids ``ids.transpose(-1, -2)`` ``(B or 1, Lq, Lk)`` int64, contiguous (the rows
+                of a block of queries: ``ids_t[:, start:stop]``).
+            proj_t: :meth:`projection_t` of ``x`` when the caller already has it (one per layer for all blocks).
+
+        Returns:
+            ``(B or 1, H', Lq, Lk)`` (bias) or ``(B, H, Lq, Lk)`` (contextual).
         """
         if self.mode == 'bias':
             return self.lookup_table_bias[:, ids_t].transpose(0, 1)
-        proj_t = torch.matmul(x, self.lookup_table_weight).transpose(-1, -2).contiguous()  # (B, H, K, L)
-        b, h, _, n = proj_t.shape
-        return torch.gather(proj_t, -2, ids_t.unsqueeze(1).expand(b, h, n, n))
+        if proj_t is None:
+            proj_t = self.projection_t(x)  # (B, H, K, Lk)
+        b, h = proj_t.shape[:2]
+        return torch.gather(proj_t, -2, ids_t.unsqueeze(1).expand(b, h, ids_t.shape[-2], ids_t.shape[-1]))
 
     def values(self, attn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Value term ``out[b, h, i] = sum_j attn[b, h, i, j] * table[bucket(i, j)]`` ``(B, H, L, D)``."""
@@ -313,16 +331,22 @@ class IRPEAttnTerm(AttnTerm):
     ``bias`` returns the q and k terms as additive logits ``(B or 1, heads or 1, L, L)`` in the dtype of ``q``; the
     backbone passes them to ``F.scaled_dot_product_attention`` as ``attn_mask``. With iRPE on values the term declares
     ``needs_attn_weights`` and ``value_term`` adds the value encoding to ``attn @ v``.
+
+    With ``query_block`` set (eager mode, many tokens, no value term: :class:`IRPE`'s ``block_above``) the attention
+    asks :meth:`bias_rows` for one block of queries at a time, so the ``(B, H, L, L)`` bias never exists whole (59 MB
+    per layer for a 16 x 224^2 video at ViT-S); the numbers are those of :meth:`bias`, row for row.
     """
 
     def __init__(self, layer: IRPELayer, ids: Dict[str, torch.Tensor], num_tokens: int, grid: Tuple[int, ...],
-                 skip: int):
+                 skip: int, query_block: Optional[int] = None):
         self.layer = layer
         self.ids = ids
         self.num_tokens = num_tokens
         self.grid = tuple(grid)
         self.skip = skip
         self.needs_attn_weights = layer.rpe_v is not None
+        self.query_block = None if self.needs_attn_weights or query_block is None else int(query_block)
+        self._proj_t = None  # (keys, [proj_t per q table]): the q side's projection, once per layer for all blocks
 
     def _check(self, n: int) -> None:
         if n != self.num_tokens:
@@ -343,19 +367,39 @@ class IRPEAttnTerm(AttnTerm):
             Additive logits ``(B|1, heads|1, L, L)`` in ``q.dtype``, or None when iRPE is only on values.
         """
         self._check(q.shape[-2])
+        return self._rows(q, k, scale, None, None)
+
+    def bias_rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` of :meth:`bias` ``(B|1, heads|1, stop - start, L)`` for the queries ``q`` of that block
+        (``k``: every key). The q side's projection of the keys is computed once per layer, not per block."""
+        self._check(k.shape[-2])
+        return self._rows(q, k, scale, start, stop)
+
+    def _rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: Optional[int],
+              stop: Optional[int]) -> Optional[torch.Tensor]:
+        rows = slice(None) if start is None else slice(start, stop)
         out = None
         k_tables = self.layer.tables('k')
         if k_tables:
             qs = q * scale if k_tables[0].mode == 'contextual' else q
             for table in k_tables:
-                t = table.logits(qs, self.ids[table.part])
+                t = table.logits(qs, self.ids[table.part][:, rows])
                 out = t if out is None else out + t
         q_tables = self.layer.tables('q')
         if q_tables:
-            ks = k * scale if q_tables[0].mode == 'contextual' else k
-            for table in q_tables:
-                t = table.logits_transposed(ks, self.ids[table.part + '.t'])
+            contextual = q_tables[0].mode == 'contextual'
+            projs = [None] * len(q_tables)
+            if contextual and start is not None:  # blocks: the keys' projection once per layer
+                if self._proj_t is None or self._proj_t[0] is not k:
+                    ks = k * scale
+                    self._proj_t = (k, [table.projection_t(ks) for table in q_tables])
+                projs = self._proj_t[1]
+            ks = k * scale if contextual and start is None else k
+            for table, proj_t in zip(q_tables, projs):
+                t = table.logits_transposed(ks, self.ids[table.part + '.t'][:, rows], proj_t)
                 out = t if out is None else out + t
+        if start is not None and stop >= k.shape[-2]:
+            self._proj_t = None  # the last block (queries are the last keys): let the projection go
         return None if out is None else out.to(q.dtype)
 
     def value_term(self, attn: torch.Tensor) -> Optional[torch.Tensor]:
@@ -422,6 +466,10 @@ class IRPE(PosEncoding):
         skip: prefix tokens that get the extra class bucket; None means ``num_prefix_tokens``.
         rpe_on: where iRPE attaches, any combination of ``'q'``, ``'k'``, ``'v'`` (``'k'``, ``'qk'``, ``'qkv'``...).
         ape: also add the DeiT learned APE (``(1, num_prefix_tokens + H*W, C)``, trunc-normal std .02).
+        query_block: queries per block when the attention computes the bias per block (``bias_rows``).
+        block_above: above this many tokens (eager mode, iRPE on q/k only) the attention computes the bias per block
+            of ``query_block`` queries, so the ``(B, H, L, L)`` bias never exists whole (a 16 x 224^2 video at ViT-S:
+            1568 tokens, 59 MB per layer); ``None`` never blocks. The numbers are the same either way.
 
     Parameters:
         ``layers.{i}.rpe_{q,k,v}.lookup_table_{weight,bias}`` (``...rpe_k.rp_rows.lookup_table_weight`` and
@@ -437,15 +485,21 @@ class IRPE(PosEncoding):
 
     Raises:
         ValueError: unknown ``method`` or ``mode``, ``mode='bias'`` with v in ``rpe_on``, a bad ``rpe_on``, ``dim``
-            not divisible by ``num_heads``, or (at forward) a token count different from ``H*W + skip``.
+            not divisible by ``num_heads``, ``query_block < 1``, or (at forward) a token count different from
+            ``H*W + skip``.
     """
     family = 'iRPE (relative, 2D)'
     adaptation = 'bucket ids recomputed for the new grid (product 1.9 saturates at |offset| >= 4); APE resampled'
 
     def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], num_prefix_tokens: int = 1,
                  ratio: float = 1.9, method: str = 'product', mode: str = 'contextual', shared_head: bool = True,
-                 skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True):
+                 skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True,
+                 query_block: int = 256, block_above: Optional[int] = 1024):
         super().__init__()
+        if int(query_block) < 1:
+            raise ValueError(f'irpe: query_block must be >= 1, got {query_block}')
+        self.query_block = int(query_block)
+        self.block_above = None if block_above is None else int(block_above)
         if method not in _METHOD_ALIASES:
             raise ValueError(f'unknown iRPE method {method!r}; choose one of {sorted(_METHOD_ALIASES)}')
         if mode not in _MODE_ALIASES:
@@ -529,7 +583,10 @@ class IRPE(PosEncoding):
                         if 'q' in self.rpe_on})
         else:
             ids = {part: v.unsqueeze(0) for part, v in ids.items()}
-        return [IRPEAttnTerm(layer, ids, pos.num_tokens, grid, self.skip) for layer in self.layers]
+        block = None
+        if self.block_above is not None and caching_allowed() and pos.num_tokens > self.block_above:
+            block = self.query_block  # eager only: sizes are Python ints there
+        return [IRPEAttnTerm(layer, ids, pos.num_tokens, grid, self.skip, block) for layer in self.layers]
 
     def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         if self.ape is not None:

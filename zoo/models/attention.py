@@ -179,7 +179,14 @@ class Attention(nn.Module):
             x = self._explicit(q, k, v, term, attn_mask, is_causal)
         if term is not None:
             x = term.transform_output(x)
-        x = x.transpose(1, 2).reshape(B, N, hq * hd)
+        x = x.transpose(1, 2)
+        if torch.compiler.is_exporting():
+            # torch.export records the head merge as a view when SDPA's fake output has the (B, L, heads, head_dim)
+            # layout; the ONNX exporter then decomposes a masked SDPA into ops with the (B, heads, L, head_dim)
+            # layout and that view fails ('Cannot view a tensor', iRPE at ViT-Ti/224). An explicit copy is a valid
+            # input for the view in both layouts; eager keeps reshape (a view when SDPA's layout allows it).
+            x = x.clone(memory_format=torch.contiguous_format)
+        x = x.reshape(B, N, hq * hd)
         return self.proj_drop(self.proj(x))
 
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: Optional[AttnTerm],
