@@ -305,6 +305,17 @@ def test_the_class_mismatch_message_mentions_symlinks_only_for_symlinks(videos, 
     assert "['motion_down'] are symlinks" in err and '--allow-root' in err, err
 
 
+def test_eval_frames_help_example_uses_what_the_readme_makes(capsys):
+    from pathlib import Path
+    with pytest.raises(SystemExit):
+        main(['eval-frames', '--help'])
+    out = ' '.join(capsys.readouterr().out.split())
+    readme = (Path(__file__).resolve().parents[1] / 'README.md').read_text()
+    assert 'data/synthetic-videos' not in out
+    for made in ('--output data/video-ranking', '--output runs/video/rope3d', '--output runs/video/sincos'):
+        assert made in readme and made.split()[1] in out, made
+
+
 # ---- 5. in-memory clips shorter than --num-frames -----------------------------------------------------------------
 
 def test_in_memory_clips_shorter_than_num_frames_are_logged_once(caplog):
