@@ -193,8 +193,8 @@ class RoPEAxial(PosEncoding):
             bx, by = self.extrapolation.frequencies(bands, factors[1], lw, e), \
                 self.extrapolation.frequencies(bands, factors[0], lh, e)
         ext, n = self.extrapolation, self.num_bands  # LongRoPE rescales positions per band (Extrapolation.positions)
-        out = torch.cat([ext.positions(x.float(), 1, factors[1], n) * bx, ext.positions(y.float(), 0, factors[0], n) * by],
-                        dim=-1)
+        out = torch.cat([ext.positions(x.float(), 1, factors[1], n) * bx,
+                         ext.positions(y.float(), 0, factors[0], n) * by], dim=-1)
         return out.unsqueeze(0) if x.dim() == 1 else out
 
     def term(self, hw: Tuple[int, int], num_prefix_tokens: int, device: torch.device) -> RotaryTerm:
