@@ -253,6 +253,26 @@ def one_run(args, zoo: List[str], env: dict, scheme: str, seed: int) -> None:
         write_docs(args)
 
 
+def restore_all(args) -> None:
+    """Copy every archived run (and the gate) whose fingerprint matches the present recipe into ``--out``, so
+    ``--docs-only`` on a fresh checkout renders the committed results."""
+    archive = archive_dir(args)
+    for scheme, seed in plan(args):
+        name = f'{scheme}_s{seed}'
+        run, ev, parts = os.path.join(args.out, name), os.path.join(args.out, 'eval', name), run_parts(scheme, seed)
+        if archived(run, archive, parts) and archived(ev, os.path.join(archive, 'eval'), parts):
+            restore_run(run, archive, parts)
+            restore_run(ev, os.path.join(archive, 'eval'), parts)
+    gate_run, gate_json = os.path.join(args.out, 'gate'), os.path.join(args.out, 'gate.json')
+    if not os.path.isfile(gate_json) and restore_run(gate_run, archive, gate_parts()):
+        rows = read_metrics(gate_run)
+        last = rows[-1]
+        with open(gate_json, 'w') as f:
+            json.dump(dict(epochs=len(rows), val_top1=last['val_top1'], val_exact=last['val_top5'],
+                           first_100=next((int(r['epoch']) for r in rows if r['val_top1'] >= 100.0), None),
+                           minutes=_minutes(gate_run + '.log')), f)
+
+
 def plan(args) -> List[Tuple[str, int]]:
     runs = [(s, 0) for s in args.schemes]
     for s in reversed(args.noise_schemes):  # seed 1 of the noise schemes right after their seed 0
@@ -278,6 +298,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(os.path.join(args.out, 'eval'), exist_ok=True)
     t0 = time.time()
     if args.docs_only:
+        restore_all(args)
         write_docs(args)
         return 0
     make_data(zoo, args.out, env)
@@ -581,6 +602,10 @@ def write_docs(args) -> None:
            'flashes, shuffled options, objects smaller than a tower token) and 360 updates end before the plateau '
            'ends (issue 19; `../shared/notes/video-learning.md`, part 2). The old tasks still exist and load.',
            '- V-NIAH is not part of this sweep (the trained model never sees a needle question).',
+           f'- Every finished run\'s small files (training curve, per-letter accuracy, log, evaluation rows and '
+           f'predictions; no checkpoints) are kept in [{ARCHIVE}/]({ARCHIVE}/) with a fingerprint of its recipe, seed '
+           'and data; the sweep restores those instead of training them again on a fresh checkout, and '
+           '`python benchmarks/vlm_sweep.py --docs-only` renders this page from them.',
            f'- Raw rows: [video_qa_results.csv](video_qa_results.csv) (written by the sweep; `chance` is the '
            'mean of 1 / options).', '']
     write_text_atomic(os.path.join(args.docs, 'video_qa.md'), '\n'.join(md) + '\n')

@@ -87,3 +87,17 @@ def test_object_size_out_of_range_is_one_line_naming_the_option(tmp_path):
     with pytest.raises(ValueError, match=r'--object-size must be in \(0, 1\]'):
         make_videoqa(str(tmp_path / 'x'), num_per_task=1, num_frames=32, size=32, clips_dir=None,
                      tasks=('flash_position',), object_size=1.5)
+
+
+def test_docs_only_renders_the_archived_runs_on_a_fresh_checkout(tmp_path):
+    sweep = _sweep()
+    out, docs = str(tmp_path / 'runs'), str(tmp_path / 'docs')
+    _fake_run(out, 'mrope', 0, {4: 60., 8: 95., 16: 70., 32: 50.}, [0, 1, 2, 3] * 25)
+    sweep.keep(os.path.join(out, 'mrope_s0'), os.path.join(out, 'eval', 'mrope_s0'),
+               sweep.archive_dir(_args(out, docs)), sweep.run_parts('mrope', 0))
+    fresh = str(tmp_path / 'fresh')
+    sweep.main(['--docs-only', '--out', fresh, '--docs', docs, '--schemes', 'mrope', '--noise-schemes',
+                '--new-schemes'])
+    md = open(os.path.join(docs, 'video_qa.md')).read()
+    assert '| mrope (seed 0) | yes | 95.0 |' in md and '**Partial**' not in md
+    assert len(open(os.path.join(docs, 'video_qa_results.csv')).read().splitlines()) == 1 + 4
