@@ -13,7 +13,7 @@ import torch
 
 import zoo  # noqa: F401
 from zoo.encodings import Positions, create_pos_encoding
-from zoo.encodings.extrapolation import Extrapolation, strategy_argument
+from zoo.encodings.extrapolation import strategy_argument
 from zoo.encodings.longrope import (FORMAT, evolution_search, factors_document, initial_factors, ladder_of,
                                     paired_decision)
 from zoo.encodings.mspoe_axes import axis_ratios

@@ -134,7 +134,7 @@ class Extrapolation:
     """One strategy with its options, as held by an encoding.
 
     Attributes:
-        strategy: ``'none'``, ``'pi'``, ``'ntk'`` or ``'yarn'``.
+        strategy: ``'none'``, ``'pi'``, ``'ntk'``, ``'yarn'``, ``'mspoe'`` or ``'longrope'``.
         train_grid: training extent per axis, in the encoding's position units (the model's ``grid_size`` in
             patches ``(H, W)`` / ``(T, H, W)``; for explicit-id schemes the span of ids seen in training per axis).
         alpha, beta: YaRN's ramp bounds (turns over the training extent); 1 and 32 as in the paper.
@@ -153,8 +153,9 @@ class Extrapolation:
     @classmethod
     def parse(cls, value: Union[None, str, Mapping[str, Any], 'Extrapolation'], train_grid: Optional[Sequence] = None,
               allowed: Sequence[str] = STRATEGIES, encoding: str = 'this encoding') -> 'Extrapolation':
-        """Build from an encoding option: a strategy name, or a dict ``{'strategy', 'train_grid', 'alpha', 'beta'}``
-        (``train_grid`` defaults to the model's grid).
+        """Build from an encoding option: a strategy name (``'longrope=FILE'`` for LongRoPE's factors file), or a dict
+        ``{'strategy', 'train_grid', 'alpha', 'beta'}`` plus the options of ``mspoe`` (:data:`MSPOE_OPTIONS`) or
+        ``longrope`` (:data:`LONGROPE_OPTIONS`) (``train_grid`` defaults to the model's grid).
 
         Raises:
             ValueError: unknown strategy or key, a strategy ``encoding`` does not support, bad ``train_grid`` or ramp.
@@ -360,8 +361,9 @@ class Extrapolation:
             return 'none (integer positions extrapolate)'
         if self.strategy == 'mspoe':
             o = dict(self.mspoe)
+            axes = f", axes {list(o['axes'])}" if o.get('axes') is not None else ''
             return (f"mspoe (ratios {o['ratio_min']:g}..{o['ratio_max']:g}, head order {o['head_order']}"
-                    f"{', official' if o['official'] else ''})")
+                    f"{', official' if o['official'] else ''}{axes})")
         grid = 'x'.join(f'{g:g}' for g in self.train_grid) if self.train_grid else '?'
         if self.strategy == 'longrope':
             factors, n_hat, path = self.longrope

@@ -13,8 +13,8 @@ Ding et al. 2024, "LongRoPE" (arXiv:2402.13753), Sec. 3.2; the loop and its size
   frame count.
 
 The best factors go to ``--output`` (JSON, written atomically; :mod:`zoo.encodings.longrope` has the format), which
-``--extrapolation longrope=FILE`` (``zoo eval-resolution`` / ``eval-frames``) or ``pe.set_extrapolation('longrope=FILE')``
-take. When the best candidate does not beat the best of none / PI / NTK / YaRN by two standard errors of the paired
+``--extrapolation longrope=FILE`` (``zoo eval-resolution`` / ``eval-frames``) or
+``pe.set_extrapolation('longrope=FILE')`` take. When the best candidate does not beat the best of none / PI / NTK / YaRN by two standard errors of the paired
 per-sample loss difference, the command says the validation set is too small to decide (the file is still written,
 with ``search.decided = false``); fewer than 8 samples are refused up front.
 """
@@ -23,9 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -138,7 +137,8 @@ def _image_fitness(args, model, meta, device):
     patch = patch_size_of(model)
     target = int(round(train * args.scale / patch)) * patch
     if target <= train:
-        raise ValueError(f'--scale {args.scale} at {train} px with {patch} px patches gives {target} px: no larger grid')
+        raise ValueError(f'--scale {args.scale} at {train} px with {patch} px patches gives {target} px: no larger '
+                         'grid')
     cfg = dict(meta.get('data_config') or resolve_data_config({}, model=model))
     tf = create_transform((3, target, target), is_training=False, interpolation=cfg['interpolation'],
                           mean=tuple(cfg['mean']), std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])

@@ -27,7 +27,8 @@ from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
 __all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'VistaTerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
-           'default_mrope_section', 'head_frequencies', 'harpe_bases', 'multimodal_rope_tables', 'multimodal_rope_cos_sin',
+           'default_mrope_section', 'head_frequencies', 'harpe_bases', 'multimodal_rope_tables',
+           'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
 
 LAYOUT = 'half'
@@ -96,8 +97,8 @@ def _as_axes(position_ids: torch.Tensor, num_axes: int, scheme: str) -> torch.Te
 
 def head_frequencies(head_dim: int, theta: Union[float, Sequence[float]],
                      device: Optional[torch.device] = None) -> torch.Tensor:
-    """``theta^(-2j / head_dim)`` ``(1, head_dim // 2)`` float32 for one base, or ``(H, head_dim // 2)`` for per-key-head
-    bases (HARPE: head ``h`` uses base ``theta[h]``)."""
+    """``theta^(-2j / head_dim)`` ``(1, head_dim // 2)`` float32 for one base, or ``(H, head_dim // 2)`` for
+    per-key-head bases (HARPE: head ``h`` uses base ``theta[h]``)."""
     if isinstance(theta, (int, float)):
         return rope_frequencies(head_dim // 2, float(theta), device=device)[None]
     return torch.stack([rope_frequencies(head_dim // 2, float(t), device=device) for t in theta])
