@@ -182,6 +182,72 @@ def test_readme_command_runs_offline_with_limit_and_log_samples(ckpt, data, tmp_
         assert len(samples[0].read_text().splitlines()) == 2                  # --limit 2
 
 
+def _layouts(root):
+    """A tiny folder of every layout zoo eval-video reads (one readable video each): {zoo task: (env var, root)}."""
+    import numpy as np
+    import pandas as pd
+    from zoo.datasets._synth import write_mp4
+
+    def video(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_mp4(path, np.random.default_rng(0).integers(0, 255, (16, 32, 32, 3), dtype=np.uint8), fps=8)
+
+    def write(path, obj):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Path(path).write_text(obj if isinstance(obj, str) else json.dumps(obj))
+
+    r = {k: os.path.join(root, k) for k in ('mvbench', 'videomme', 'nextqa_mc', 'mlvu', 'longvideobench',
+                                            'egoschema')}
+    video(f'{r["mvbench"]}/video/action/a.mp4')
+    write(f'{r["mvbench"]}/json/action.json', [dict(video='a.mp4', question='q?', candidates=['p', 'q'], answer='q',
+                                                    start=0.5, end=1.5)])
+    video(f'{r["videomme"]}/data/v1.mp4')
+    os.makedirs(f'{r["videomme"]}/videomme')
+    pd.DataFrame([dict(videoID='v1', duration='short', domain='d', sub_category='s', task_type='Counting Problem',
+                       question_id='001-1', question='q?', options=['A. red', 'B. blue', 'C. green', 'D. black'],
+                       answer='C')]).to_parquet(f'{r["videomme"]}/videomme/test-00000-of-00001.parquet')
+    video(f'{r["nextqa_mc"]}/NExTVideo/0000/11.mp4')
+    write(f'{r["nextqa_mc"]}/map_vid_vidorID.json', {'11': '0000/11'})
+    write(f'{r["nextqa_mc"]}/val.csv', 'video,frame_count,width,height,question,answer,qid,type,a0,a1,a2,a3,a4\n'
+          '11,16,32,32,why?,3,1,CW,o0,o1,o2,o3,o4\n')
+    video(f'{r["mlvu"]}/video/1_plotQA/a.mp4')
+    write(f'{r["mlvu"]}/json/1_plotQA.json', [dict(video='a.mp4', duration=2.0, question='q?', candidates=['p', 'q'],
+                                                   answer='q', question_type='plotQA')])
+    video(f'{r["longvideobench"]}/videos/a.mp4')
+    write(f'{r["longvideobench"]}/lvb_val.json', [dict(id='1', video_path='a.mp4', question='q?',
+                                                       candidates=['p', 'q', 'r'], correct_choice=2, duration=2.0,
+                                                       question_category='S2E')])
+    video(f'{r["egoschema"]}/videos/u1.mp4')
+    write(f'{r["egoschema"]}/questions.json', [{'q_uid': 'u1', 'question': 'q?',
+                                                **{f'option {k}': f'o{k}' for k in range(5)}}])
+    write(f'{r["egoschema"]}/subset_answers.json', {'u1': 4})
+    return r
+
+
+@needs_lmms
+def test_every_layout_loads_as_both_tasks_offline(tmp_path, monkeypatch, data):
+    """Each shipped YAML (zoo's and lmms-eval's protocol) loads through lmms-eval's TaskManager from its variable's
+    folder, with the docs zoo's reader gives, in id order; lmms-eval's prompt function takes zoo's docs."""
+    from lmms_eval.tasks import TaskManager, get_task_dict
+    from zoo.datasets.videoqa import load_benchmark
+    from zoo.integrations.lmms_eval import BENCHMARKS, task_dir
+    roots = dict(_layouts(str(tmp_path)), synthetic=data)
+    for name, (reader, env) in BENCHMARKS.items():
+        monkeypatch.setenv(env, roots[name])
+    names = [f'zoo_{n}{mode}' for n in BENCHMARKS for mode in ('', '_lmms')]
+    tasks = get_task_dict(names, TaskManager('WARNING', include_path=task_dir(), model_name='zoo'))
+    assert set(tasks) == set(names)
+    for name, (reader, env) in BENCHMARKS.items():
+        records, _ = load_benchmark(reader, roots[name])
+        want = sorted(r.id for r in records)
+        for mode in ('', '_lmms'):
+            task = tasks[f'zoo_{name}{mode}']
+            docs = list(task.test_docs())
+            assert [d['id'] for d in docs] == want and want
+            text = task.doc_to_text(docs[0])
+            assert ('Only give the best option.' in text) == (mode == '_lmms') and docs[0]['question'] in text
+
+
 # ---- bad input: the one-line errors of zoo eval-video ------------------------------------------------------------
 
 @needs_lmms
