@@ -34,7 +34,7 @@ ALL_BAD = dict(missing_video=1, undecodable=1, truncated=1, answer_not_in_option
 
 
 def test_registry_names_and_duplicates():
-    assert list_benchmarks() == ['egoschema', 'longvideobench', 'mlvu', 'mvbench', 'nextqa_mc', 'videomme']
+    assert list_benchmarks() == ['egoschema', 'imageqa', 'longvideobench', 'mlvu', 'mvbench', 'nextqa_mc', 'videomme']
     with pytest.raises(ValueError, match='already registered'):
         register_benchmark('mvbench', 'x')(lambda root: None)
     with pytest.raises(ValueError, match='unknown benchmark'):

@@ -224,9 +224,9 @@ class DiagnosticClips(Dataset):
             n = int(meta['num_per_class'][split])
             args = (int(meta['num_frames']), int(meta['size']), int(meta['blocks']), int(meta['seed']))
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f'{path} lacks a field or holds a bad value ({type(e).__name__}: {e}); it should hold num_per_class.{split}, num_frames, size, '
-                             'blocks and seed as zoo make-videos writes them: write the set again with --overwrite') \
-                from None
+            raise ValueError(f'{path} lacks a field or holds a bad value ({type(e).__name__}: {e}); it should hold '
+                             f'num_per_class.{split}, num_frames, size, blocks and seed as zoo make-videos writes them: '
+                             'write the set again with --overwrite') from None
         if max_per_class is not None:
             n = min(n, int(max_per_class))
         return cls(task, split, n, *args)

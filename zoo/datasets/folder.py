@@ -18,8 +18,8 @@ from torch.utils.data import Sampler
 _logger = logging.getLogger('zoo.datasets')
 
 __all__ = ['BadSample', 'CheckOnly', 'Unused', 'TailCheckingBatchSampler', 'SafeFolderMixin', 'split_bad', 'find_split',
-           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_allow_roots', 'check_data_dir',
-           'left_out_by']
+           'evaluation_root', 'inside_any', 'escape_of', 'describe_escapes', 'allow_root_hint', 'check_allow_roots',
+           'check_data_dir', 'left_out_by']
 
 
 @dataclass(frozen=True)

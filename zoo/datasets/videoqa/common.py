@@ -14,8 +14,8 @@ from ..video import VIDEO_EXTENSIONS
 
 _logger = logging.getLogger('zoo.datasets')
 
-__all__ = ['VideoQARecord', 'LoadReport', 'BenchmarkFormatError', 'RowError', 'window_seconds', 'register_benchmark', 'list_benchmarks',
-           'get_benchmark', 'load_benchmark', 'VideoResolver']
+__all__ = ['VideoQARecord', 'LoadReport', 'BenchmarkFormatError', 'RowError', 'window_seconds', 'register_benchmark',
+           'list_benchmarks', 'get_benchmark', 'load_benchmark', 'VideoResolver']
 
 
 class BenchmarkFormatError(ValueError):
