@@ -248,6 +248,33 @@ def test_every_layout_loads_as_both_tasks_offline(tmp_path, monkeypatch, data):
             assert ('Only give the best option.' in text) == (mode == '_lmms') and docs[0]['question'] in text
 
 
+@needs_lmms
+def test_unreadable_video_is_left_out_as_eval_video_does(ckpt, data, tmp_path):
+    """A video that cannot be read: zoo's protocol marks it and leaves it out of zoo_acc (zoo eval-video leaves it
+    out of acc); lmms-eval's protocol gets an empty answer, which lmms-eval's MVBench accuracy leaves out."""
+    from types import SimpleNamespace
+    from zoo.datasets.videoqa import load_benchmark
+    from zoo.integrations.lmms_eval.model import ZooVideoLLM
+    from zoo.integrations.lmms_eval.videoqa_task import UNREADABLE, zoo_accuracy, zoo_process_results
+    good = load_benchmark('mvbench', data)[0][0]
+    bad = tmp_path / 'bad.mp4'
+    bad.write_bytes(os.urandom(3000))
+    docs = [dict(id=good.id, video=good.video, start=good.start, end=good.end, candidates=good.options,
+                 answer_index=good.answer), dict(id='bad/0', video=str(bad), start=None, end=None,
+                                                 candidates=['p', 'q'], answer_index=0)]
+    model = ZooVideoLLM(pretrained=ckpt, max_frames_num=4, batch_size=2, device='cpu')
+    model.task_dict = {'t': {'test': docs}}
+    for rule in ('mvbench', 'linspace'):
+        reqs = [SimpleNamespace(args=('Question: q?', dict(max_new_tokens=2, until=[], frame_sampling=rule),
+                                      lambda d: [d['video']], i, 't', 'test')) for i in range(2)]
+        texts = model.generate_until(reqs)
+        assert not texts[0].startswith(UNREADABLE)
+        assert texts[1].startswith(UNREADABLE) if rule == 'mvbench' else texts[1] == ''
+        if rule == 'mvbench':
+            items = [zoo_process_results(d, [t])['zoo_acc'] for d, t in zip(docs, texts)]
+            assert items[1]['unreadable'] == 1 and zoo_accuracy(items) == 100.0 * items[0]['correct']
+
+
 # ---- bad input: the one-line errors of zoo eval-video ------------------------------------------------------------
 
 @needs_lmms
