@@ -82,11 +82,12 @@ class Block:
 
 def frame_row_col(b: Block) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Frame, row and column ``(n,)`` int64 of every token of a visual block (frame-major, then raster order)."""
-    hw = b.h * b.w
-    f = torch.arange(b.t, dtype=torch.int64).repeat_interleave(hw)
-    r = torch.arange(b.h, dtype=torch.int64).repeat_interleave(b.w).repeat(b.t)
-    c = torch.arange(b.w, dtype=torch.int64).repeat(b.t * b.h)
-    return f, r, c
+    # broadcast + reshape, not repeat_interleave with a symbolic count (wrong length in ONNX Runtime after export)
+    def along(axis: int, size: int) -> torch.Tensor:
+        shape = [1, 1, 1]
+        shape[axis] = size
+        return torch.arange(size, dtype=torch.int64).view(shape).expand(b.t, b.h, b.w).reshape(-1)
+    return along(0, b.t), along(1, b.h), along(2, b.w)
 
 
 def _check_head_dim(head_dim) -> int:
