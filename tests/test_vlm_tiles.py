@@ -168,6 +168,25 @@ def test_tile_tokens_carry_their_crops_features(model):
     torch.testing.assert_close(x[0, slots], want)
 
 
+def test_a_shape_moved_between_tiles_changes_those_tiles_only(model):
+    """A red circle in the top-left, then the top-right tile of a 64 px 2x2 image on flat grey: the embeddings differ
+    on every token of tiles 0 and 1 and on the thumbnail's top row only (2 x 2 merged tokens per crop)."""
+    from zoo.datasets._synth import COLORS, paint, shape_mask
+    embs = []
+    for t in range(2):
+        img = torch.full((64, 64, 3), 128, dtype=torch.uint8).numpy()
+        paint(img, shape_mask('circle', 64, 32 * t + 16, 16, 4), COLORS['red'])
+        pix, seg = model.prepare_image(torch.from_numpy(img))
+        b = model.collate([model.prompt([seg])])
+        with torch.no_grad():
+            x = model.embed(b['input_ids'], images=[pix], image_grid_thw=b['image_grid_thw'],
+                            image_tiles=b['image_tiles'])
+        embs.append(x[0, b['input_ids'][0] == model.tokenizer.image_id])
+    changed = ((embs[0] - embs[1]).norm(dim=-1) > 1e-3).view(5, 4)   # crops: 4 tiles, then the thumbnail
+    assert changed[:2].all() and not changed[2:4].any()
+    assert changed[4].tolist() == [True, True, False, False]
+
+
 def test_batch_of_different_tile_grids_equals_each_alone(model):
     samples = _samples(model)
     pix = [p for p, _ in samples]
