@@ -383,11 +383,13 @@ def recipe_section(docs: str) -> List[str]:
     if not found:
         return []
     md = ['## Recipe: why the whole frame', '',
-          'The previous recipe (a 16-px square, `--object-size 0.5`, LR held until 62.5 %) left the one-letter '
-          'plateau in 4 of 9 runs within 2016 updates, and those 4 stopped at 48-76 % with one or two quarters never '
-          'told apart once the LR decayed (commit 2e60766, this page then). Short runs of mrope seed 0 with the LR '
-          'held at the peak (3e-3) on larger squares, training accuracy per epoch of 112 updates (validation '
-          'accuracy on the 128 held-out training questions in brackets):', '']
+          'With the previous recipe (a 16-px square, `--object-size 0.5`, LR held until 62.5 %; commit 2e60766, this '
+          'page then) no run learned in 2016 updates: 3 of 9 passed 62.5 % and stopped at 76 % with one quarter never '
+          'told apart once the LR decayed, rope1d and hope stopped near 48 % (only the last quarter), the other 4 '
+          'stayed at chance answering one letter. Short runs of mrope seed 0 with the LR '
+          'held at the peak (3e-3) on larger squares (`--epochs 10 --hold-until 100`, stopped after 7 epochs to free '
+          'the CPU for the sweep), training accuracy per epoch of 112 updates (validation accuracy on the 128 '
+          'held-out training questions in brackets):', '']
     for f in found:
         m = pd.read_csv(os.path.join(folder, f))
         frac = f.rsplit('_', 1)[1][:-len('.csv')]
@@ -451,8 +453,8 @@ def write_docs(args) -> None:
            'project\'s busy 2-core CPU are in the runs table):', '', f'    {RESUME_CMD}', '',
            '## Setup', '',
            f'- **Question** (`zoo make-videoqa --tasks flash_position --object-size '
-           f'{DATA["data/vqa-diag-train"][3]:g}`): a grey 32-frame clip of 32 px whose whole frame (a square of side '
-           f'{DATA["data/vqa-diag-train"][3]:g} x the frame: all 4 merged tower tokens of a frame) turns one colour '
+           f'{float(DATA["data/vqa-diag-train"][3])}`): a grey 32-frame clip of 32 px with a coloured square of side '
+           f'{float(DATA["data/vqa-diag-train"][3])} x the frame (1.0: the whole frame, all 4 merged tower tokens) '
            'in exactly one of 4 blocks of 8 raw frames; "When is the <colour> square shown in the video?" with the '
            'options, always in this order, (A) in the first quarter ... (D) in the last quarter. Each block is one '
            'temporal patch of the tower at 8 frames, and every event is visible in any 8-frame draw (tested in '
