@@ -101,3 +101,14 @@ def test_docs_only_renders_the_archived_runs_on_a_fresh_checkout(tmp_path):
     md = open(os.path.join(docs, 'video_qa.md')).read()
     assert '| mrope (seed 0) | yes | 95.0 |' in md and '**Partial**' not in md
     assert len(open(os.path.join(docs, 'video_qa_results.csv')).read().splitlines()) == 1 + 4
+
+
+def test_recipe_section_lists_the_kept_curves(tmp_path):
+    sweep = _sweep()
+    folder = tmp_path / sweep.ARCHIVE / 'recipe'
+    folder.mkdir(parents=True)
+    (folder / 'mrope_s0_object_size_1.0.csv').write_text('epoch,train_top1,val_top1\n1,28.0,16.0\n2,99.6,100.0\n')
+    md = '\n'.join(sweep.recipe_section(str(tmp_path)))
+    assert '- `--object-size 1.0`: 28 (16), 100 (100) (`video_qa_runs/recipe/mrope_s0_object_size_1.0.csv`' in md
+    assert '--object-size 1.0; zoo train-vlm --config configs/vlm_mrope.yaml --data-dir data/x-sq100' in md
+    assert sweep.recipe_section(str(tmp_path / 'none')) == []
