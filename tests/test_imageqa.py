@@ -1,5 +1,5 @@
 """The tiled-image QA task: ``zoo make-imageqa`` (which AnyRes tile holds the object), its reader (``imageqa``), the
-batch with tiles, and a short ``zoo train-vlm --benchmark imageqa`` run of the recipe configs/vlm_rope_dhr_tiles.yaml."""
+batch with tiles, and a short ``zoo train-vlm --benchmark imageqa`` run of configs/vlm_rope_dhr_tiles.yaml."""
 import json
 import os
 

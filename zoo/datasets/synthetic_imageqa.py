@@ -3,13 +3,14 @@ object?
 
 Task ``tile_position``: an image of ``cols x rows`` tiles of ``tile_size`` px (grids ``2x1``, ``1x2``, ``2x2``,
 ``3x1``, ``1x3`` by default; each image size is an exact multiple of the tile size, so the AnyRes rule of
-:func:`zoo.models.vlm.tiling.choose_tile_grid` picks that very grid with ``--max-tiles`` of at least ``cols * rows``),
-grey noise, a small target shape (half-width ``tile_size / 8`` px) inside one tile and ``distractors`` (default 1)
-shapes of other shapes and colours in other tiles. The question names the target ("Which tile holds the red circle?") and the options are
-the grid's tile names in crop order (row-major: "top left", "top right", ... for ``2x2``; "left", "right" for
-``2x1``), so the number of options is the number of tiles (2 to 4 by default). The target is small: in the
-thumbnail it covers about one merged token, in its tile a few; a model must read the tiles and know where each tile
-lies, which is what RoPE-DHR's positions give (every tile token at its thumbnail position).
+:func:`zoo.models.vlm.tiling.choose_tile_grid` picks that very grid for a model whose ``max_tiles`` is at least
+``cols * rows``), grey noise, a small target shape (half-width ``tile_size / 8`` px) inside one tile and
+``distractors`` (default 1) shapes of other shapes and colours in other tiles. The question names the target ("Which
+tile holds the red circle?") and the options are the grid's tile names in crop order (row-major: "top left", "top
+right", ... for ``2x2``; "left", "right" for ``2x1``), so the number of options is the number of tiles (2 to 4 by
+default). The target is small (8 px wide on 32 px tiles, where one merged token of a patch-8 tower covers 16 px, and
+squeezed further in the thumbnail); a model must read the tiles and know where each tile lies, which is what
+RoPE-DHR's positions give (every tile token at its thumbnail position).
 
 Drawing: the shapes and colours of the synthetic video sets (:func:`zoo.datasets._synth.shape_mask`, ``paint``).
 

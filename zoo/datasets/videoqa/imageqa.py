@@ -56,7 +56,8 @@ def read_imageqa(root: str, tasks: Optional[Sequence[str]] = None,
         except (OSError, ValueError) as e:
             raise BenchmarkFormatError(f'{path!r} is not a readable JSON file: {e}') from None
         if not isinstance(rows, list):
-            raise BenchmarkFormatError(f'{path!r} holds a {type(rows).__name__}, expected a JSON list; layout: {LAYOUT}')
+            raise BenchmarkFormatError(f'{path!r} holds a {type(rows).__name__}, expected a JSON list; layout: '
+                                       f'{LAYOUT}')
         for k, row in enumerate(rows):
             report.rows += 1
             rid = f'{task}/{k}'

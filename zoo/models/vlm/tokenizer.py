@@ -188,7 +188,8 @@ def build_prompt(tokenizer: VLMTokenizer, content: Sequence[Union[str, Mapping[s
 
     Raises:
         ValueError: unknown style or content type; a grid that is not positive, not divisible by the merge, or an
-            image with ``t != 1``; ``tiles`` that are not two positive ints of an image; timestamps whose count is not ``t``; a non-positive ``second_per_grid_t``.
+            image with ``t != 1``; ``tiles`` that are not two positive ints of an image; timestamps whose count is
+            not ``t``; a non-positive ``second_per_grid_t``.
     """
     if style not in ('qwen2', 'qwen3'):
         raise ValueError(f'unknown prompt style {style!r}; fix: use "qwen2" or "qwen3" (the scheme\'s style)')
