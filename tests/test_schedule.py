@@ -143,3 +143,13 @@ def test_hold_release_by_option_checks(tmp_path, capsys):
     assert main(['train', '--model', APE, '--data-dir', data, '--output', str(tmp_path / 'o'), '--sched', 'hold_cosine',
                  '--hold-release-by', '1.5']) == 2
     assert '--hold-release-by 1.5' in capsys.readouterr().err
+
+
+def test_resume_help_names_every_option_that_may_change(capsys):
+    """The --resume help and the epilog are built from MAY_CHANGE_ON_RESUME (they once omitted --allow-root)."""
+    from zoo.train.args import MAY_CHANGE_ON_RESUME
+    with pytest.raises(SystemExit):
+        main(['train', '--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    for name in MAY_CHANGE_ON_RESUME:
+        assert text.count('--' + name.replace('_', '-')) >= 3, name  # usage, the --resume help and the epilog

@@ -28,6 +28,12 @@ SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite')
 MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file', 'allow_root')
 
 
+def may_change_on_resume() -> str:
+    """The flags of :data:`MAY_CHANGE_ON_RESUME` as a phrase for help texts (``--epochs, ... and --allow-root``)."""
+    flags = [f'--{name.replace("_", "-")}' for name in MAY_CHANGE_ON_RESUME]
+    return ', '.join(flags[:-1]) + ' and ' + flags[-1]
+
+
 def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
     """The ``zoo train`` parser. Options that may come from a YAML config are not marked required here."""
     p = argparse.ArgumentParser(
@@ -36,8 +42,8 @@ def build_train_parser(prog: str = 'zoo train') -> argparse.ArgumentParser:
                     'DATA/test). Writes OUTPUT/metrics.csv, checkpoint-last.pth and checkpoint-best.pth. '
                     'Multi-process: torchrun --nproc-per-node N -m zoo.train ...',
         epilog='Precedence: defaults < --config YAML < command-line flags. --resume restores every recorded option; '
-               'a flag contradicting the record is an error, except --epochs, --no-progress, --pin-mem and '
-               '--results-file. Example: zoo train --config configs/cifar10_ape.yaml --output runs/ape --epochs 5')
+               'a flag contradicting the record is an error, except ' + may_change_on_resume() + '. Example: zoo '
+               'train --config configs/cifar10_ape.yaml --output runs/ape --epochs 5')
     g = add_run_options(p)
     g.add_argument('--channels-last', action='store_true', help='channels-last memory layout for model and images')
 
@@ -103,8 +109,7 @@ def add_run_options(p: argparse.ArgumentParser) -> Any:
                                                    '--resume or --overwrite; locked while the run lasts)')
     g.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
                    help='continue a run: no value = OUTPUT/checkpoint-last.pth; restores epoch, optimizer, scheduler, '
-                        'scaler, EMA and every recorded option (only --epochs, --no-progress, --pin-mem and '
-                        '--results-file may change)')
+                        'scaler, EMA and every recorded option (only ' + may_change_on_resume() + ' may change)')
     g.add_argument('--overwrite', action='store_true', help='allow writing into an existing output dir')
     g.add_argument('--seed', type=int, default=0, help='random seed (each epoch reseeds from seed, epoch and rank)')
     g.add_argument('-j', '--workers', type=int, default=2, help='data loader processes per rank')
