@@ -64,6 +64,9 @@ def make_data(path: str, env: dict) -> None:
             return
         raise SystemExit(f'{path} holds another synthetic set ({have}); remove it or pass another --data')
     cmd = [sys.executable, '-m', 'zoo.cli', 'make-videos', '--output', path]
+    if os.path.isdir(path) and os.listdir(path):
+        cmd.append('--overwrite')  # a set cut short (no meta.json, written last): make it again
+        log(f'data: {path} has no meta.json (a cut run); writing it again')
     for k, v in DATA_ARGS.items():
         cmd += [f'--{k.replace("_", "-")}', str(v)]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
