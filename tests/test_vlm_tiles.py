@@ -203,6 +203,29 @@ def test_batch_of_different_tile_grids_equals_each_alone(model):
             torch.testing.assert_close(out.logits[r, :n], alone.logits[0], atol=1e-4, rtol=1e-4)
 
 
+def test_per_row_options_and_two_tiled_images_in_one_prompt(model):
+    samples = _samples(model)
+    b = model.collate([s for _, s in samples])
+    args = (b['input_ids'], b['attention_mask'], b['image_grid_thw'])
+    one, _ = model.position_ids(*args, image_tiles=b['image_tiles'])
+    per_row, _ = model.position_ids(*args, scheme_options=[{}, {}, {}], image_tiles=b['image_tiles'])
+    assert torch.equal(one, per_row)
+    # two tiled images share the budget (max_tiles // 2 each); the second starts after the first's thumbnail positions
+    (p1, s1), (p2, s2) = [model.prepare_image(_image(h, w, h), max_tiles=model.max_tiles // 2)
+                          for h, w in ((32, 64), (96, 32))]
+    assert (s1['tiles'], s2['tiles']) == ((2, 1), (1, 3))
+    p = model.prompt([s1, 'and', s2, 'which?'])
+    b = model.collate([p])
+    pos, _ = model.position_ids(b['input_ids'], image_grid_thw=b['image_grid_thw'], image_tiles=b['image_tiles'])
+    img = (b['input_ids'][0] == model.tokenizer.image_id).nonzero().flatten()
+    n1 = (2 * 1 + 1) * 4                                        # the first image's tokens: 2 tiles + thumbnail
+    start1, start2 = int(pos[0, 0, img[0]]), int(pos[0, 0, img[n1]])
+    between = int(img[n1] - img[n1 - 1]) - 1                    # <|vision_end|> 'and' <|vision_start|>
+    assert start2 == start1 + 4 + between                       # 4 = the thumbnail's 2 x 2 merged tokens
+    out = model(b['input_ids'], images=[p1, p2], image_grid_thw=b['image_grid_thw'], image_tiles=b['image_tiles'])
+    assert torch.equal(out.position_ids, pos)
+
+
 def test_generate_kv_cache_positions_and_left_padding(model):
     samples = _samples(model)
     pix = [p for p, _ in samples]
