@@ -7,16 +7,17 @@ Usage::
     python benchmarks/throughput.py --train-only --memory # training step and its peak memory
     python benchmarks/throughput.py --video --memory      # video ViT-S, 16 frames of 224 px, batch 1, + peak memory
 
-Protocol (issue 24): the process clock (``--clock cpu``: ``time.process_time``, the CPU time of this process only, so
-other jobs on a shared machine do not inflate it) and one thread (``--threads 1``) by default. Models are timed
+Protocol (issue 24): the process clock (``--clock cpu``: ``time.process_time``, the CPU time of this process only,
+so other jobs on a shared machine do not inflate it) and one thread (``--threads 1``) by default. Models are timed
 round-robin (one batch of each model per round, ``--repeats`` rounds after ``--warmup`` rounds), so background load
 hits all models alike; a run gives each model its median over the rounds and its ratio to the reference model of the
-same run. ``--runs`` independent runs follow each other in the same process (models rebuilt, order rotated); tables
-give the median ratio over the runs and the spread (lowest-highest ratio of the runs), and targets are judged on the
-median. Batch 8 for images (``torch.inference_mode`` for inference; a training step is forward, cross-entropy,
-backward and an SGD step). Peak memory (``--memory``) is the growth of the peak resident set size of a fresh process
-while it runs two steps of that one model, in MiB (:func:`measure_peak_mib`). The page states the machine, the clock,
-the threads and the load average (``os.getloadavg``) at the start and the end.
+same run. ``--runs`` independent runs follow each other in the same process (the same models, order rotated, each
+run with its own warm-up rounds); tables give the median ratio over the runs and the spread (lowest-highest ratio of
+the runs), and targets are judged on the median. Batch 8 for images (``torch.inference_mode`` for inference; a
+training step is forward, cross-entropy, backward and an SGD step). Peak memory (``--memory``) is the growth of the
+peak resident set size of a fresh process while it runs two steps of that one model, in MiB
+(:func:`measure_peak_mib`). The page states the machine, the clock, the threads and the load average
+(``os.getloadavg``) at the start and the end.
 
 Each row names its reference and target (:data:`TARGETS`, the issue's targets): timm's ``vit_small_patch16_224``
 (``timm APE``) for the RoPE family and the additive PEs; our ``ape`` for iRPE, the distance biases and URPE; the
@@ -196,16 +197,17 @@ def peak_memory_mib(key: str, size: int, batch_size: int, mode: str, frames: int
 
 def _timed_runs(make_steps: Callable[[], Dict[str, Callable[[], None]]], args: argparse.Namespace,
                 label: str) -> List[Dict[str, float]]:
-    """``args.runs`` round-robin runs, each on freshly built models (order rotated by one per run)."""
+    """``args.runs`` round-robin runs of the same models (built once; the order rotated by one per run), each with its
+    own ``--warmup`` rounds."""
+    steps = make_steps()
+    keys = list(steps)
     per_run = []
     for run_idx in range(args.runs):
-        steps = make_steps()
-        keys = list(steps)
         shift = run_idx % max(1, len(keys))
-        steps = {k: steps[k] for k in keys[shift:] + keys[:shift]}
-        per_run.append(time_round_robin(steps, args.warmup, args.repeats, CLOCKS[args.clock]))
-        del steps
+        order = {k: steps[k] for k in keys[shift:] + keys[:shift]}
+        per_run.append(time_round_robin(order, args.warmup, args.repeats, CLOCKS[args.clock]))
         print(f'done: {label}, run {run_idx + 1} of {args.runs} (load {load()})', file=sys.stderr)
+    del steps
     return per_run
 
 
