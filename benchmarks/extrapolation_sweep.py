@@ -15,9 +15,14 @@ Steps (each a plain ``zoo`` command, logged to ``runs/cifar10/<run>.log`` / ``ru
    change training, so each is its own run: the same recipe with ``--model-kwargs ... pe_kwargs.<option>=...``
    (``alibi`` rows: the recipe with ``--model pe_vit_tiny_patch16_alibi_224``; ALiBi takes only the strategy
    ``none``, its other strategy rows are recorded as not applicable);
-3. one ``zoo eval-resolution --run ... (every run) --sizes 32 48 64 --extrapolation none pi ntk yarn`` sweep into
-   ``runs/cifar10/extrapolation/``;
-4. the docs page: per encoding, strategy and size the top-1 of each seed and their mean, the seed spread, and which
+3. for every run whose encoding takes LongRoPE: ``zoo search-longrope --run R --data-dir data/cifar10 --split train
+   --scale 2 --val-size 256 --output R/longrope.json`` unless present (factors searched at 64 px on a validation
+   split carved from the training images; the test images are never seen);
+4. one ``zoo eval-resolution --run ... (every run) --sizes 32 48 64 --extrapolation none pi ntk yarn mspoe`` sweep
+   into ``runs/cifar10/extrapolation/``, and per LongRoPE run one ``zoo eval-resolution --run R ... --extrapolation
+   longrope=R/longrope.json`` into ``runs/cifar10/extrapolation/longrope/<run>/`` (each run has its own factors), whose
+   rows the page merges as strategy ``longrope``;
+5. the docs page: per encoding, strategy and size the top-1 of each seed and their mean, the seed spread, and which
    strategy wins beyond seed noise (rule in the page).
 
 ``--docs-only`` rewrites the page from ``runs/cifar10/extrapolation/results.json`` without training or evaluating.
@@ -41,7 +46,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cifar10_sweep import ROOT, _cpu, _torch_version, extract, finished_run, log  # noqa: E402
 
 PES = ('rope_axial', 'rope_mixed', 'rope_mixed_ape')
-STRATEGIES = ('none', 'pi', 'ntk', 'yarn')
+STRATEGIES = ('none', 'pi', 'ntk', 'yarn', 'mspoe', 'longrope')
+#: Strategies evaluated in the one shared eval-resolution sweep; ``longrope`` has a factors file per run (step 3).
+SHARED_STRATEGIES = ('none', 'pi', 'ntk', 'yarn', 'mspoe')
+#: Rows whose encoding takes LongRoPE (rotary ladders; ALiBi has none).
+LONGROPE_ROWS = ('rope_axial', 'rope_mixed', 'rope_mixed_ape', 'rope_mixed_prope75', 'rope_mixed_randpos')
 
 #: Rows of the table: ``{row: (config pe, model or None = the config's, pe_kwargs)}``; a row is a run directory name
 #: (``<row>_s<seed>``). p-RoPE has no ALiBi row: it zeroes rotary frequencies, and ALiBi has none.
@@ -100,19 +109,60 @@ def train(args, env) -> List[str]:
     return runs
 
 
-def evaluate(args, runs: List[str], env) -> None:
+def _longrope_runs(runs: List[str]) -> List[str]:
+    return [r for r in runs if os.path.basename(r).rsplit('_s', 1)[0] in LONGROPE_ROWS]
+
+
+def search(args, runs: List[str], env) -> None:
+    """``zoo search-longrope`` for every LongRoPE run without its factors file (``<run>/longrope.json``)."""
+    for r in _longrope_runs(runs):
+        out = os.path.join(r, 'longrope.json')
+        if os.path.isfile(out):
+            continue
+        cmd = [sys.executable, '-m', 'zoo.cli', 'search-longrope', '--run', r, '--data-dir', args.data, '--split',
+               'train', '--scale', str(max(args.sizes) / 32), '--val-size', str(args.search_val), '--output', out,
+               '--threads', str(args.threads), *args.search_extra]
+        log('search: ' + ' '.join(cmd[3:]))
+        with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
+            if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode:
+                raise SystemExit(f'search-longrope for {r} failed; see {args.out}/extrapolation.log')
+
+
+def _eval_command(args, runs: List[str], strategies, output: str) -> List[str]:
     cmd = [sys.executable, '-m', 'zoo.cli', 'eval-resolution']
     for r in runs:  # label '<row> seed <s>': the table's row and seed (several rows share an encoding)
         row, seed = os.path.basename(r).rsplit('_s', 1)
         cmd += ['--run', r, '--label', f'{row} seed {seed}']
-    cmd += ['--data-dir', args.data, '--split', 'test', '--sizes', *map(str, args.sizes), '--max-per-class',
-            str(args.eval_per_class), '--extrapolation', *STRATEGIES, '--batch-size', str(args.eval_batch),
-            '--workers', '1',
-            '--threads', str(args.threads), '--output', args.eval_dir, '--overwrite', '--no-progress']
-    log('evaluate: ' + ' '.join(cmd[2:]))
-    with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
-        if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode:
-            raise SystemExit(f'evaluation failed; see {args.out}/extrapolation.log')
+    return cmd + ['--data-dir', args.data, '--split', 'test', '--sizes', *map(str, args.sizes), '--max-per-class',
+                  str(args.eval_per_class), '--extrapolation', *strategies, '--batch-size', str(args.eval_batch),
+                  '--workers', '1', '--threads', str(args.threads), '--output', output, '--overwrite', '--no-progress']
+
+
+def evaluate(args, runs: List[str], env) -> None:
+    cmds = [_eval_command(args, runs, SHARED_STRATEGIES, args.eval_dir)]
+    cmds += [_eval_command(args, [r], [f'longrope={os.path.join(r, "longrope.json")}'],
+                           os.path.join(args.eval_dir, 'longrope', os.path.basename(r))) for r in _longrope_runs(runs)]
+    for cmd in cmds:
+        log('evaluate: ' + ' '.join(cmd[3:]))
+        with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
+            if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode:
+                raise SystemExit(f'evaluation failed; see {args.out}/extrapolation.log')
+
+
+def load_rows(eval_dir: str) -> pd.DataFrame:
+    """The shared sweep's rows plus each LongRoPE run's (strategy ``longrope=FILE`` written as ``longrope``)."""
+    frames = []
+    paths = [os.path.join(eval_dir, 'results.json')]
+    lr = os.path.join(eval_dir, 'longrope')
+    if os.path.isdir(lr):
+        paths += [os.path.join(lr, d, 'results.json') for d in sorted(os.listdir(lr))]
+    for path in paths:
+        if os.path.isfile(path):
+            with open(path) as f:
+                frames.append(pd.DataFrame(json.load(f)['results']))
+    df = pd.concat(frames, ignore_index=True)
+    df['extrapolation'] = df['extrapolation'].astype(str).str.replace(r'^longrope=.*$', 'longrope', regex=True)
+    return df
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
@@ -188,9 +238,7 @@ def ramp_shares(args):
 
 
 def write_docs(args, wall_s: float) -> None:
-    with open(os.path.join(args.eval_dir, 'results.json')) as f:
-        res = json.load(f)
-    df = pd.DataFrame(res['results'])
+    df = load_rows(args.eval_dir)
     df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
     if 'not_applicable' in df:
         df = df[~df['not_applicable'].apply(lambda e: isinstance(e, str) and bool(e))]
@@ -206,7 +254,10 @@ def write_docs(args, wall_s: float) -> None:
              f'{", ".join(f"{s} px" for s in args.sizes)} under each training-free strategy of '
              '`zoo.encodings.extrapolation`: `none` (integer positions extrapolate, the default), `pi` (position '
              'interpolation, arXiv:2306.15595), `ntk` (NTK-aware base scaling), `yarn` (NTK-by-parts ramp with '
-             'alpha = 1, beta = 32, and attention temperature 0.1 ln(s) + 1, arXiv:2309.00071). Factors per axis = '
+             'alpha = 1, beta = 32, and attention temperature 0.1 ln(s) + 1, arXiv:2309.00071), `mspoe` (Ms-PoE per '
+             'head and axis, ratios 1.2-1.8, arXiv:2403.04797; it also changes the 32 px grid), `longrope` (LongRoPE '
+             'factors per frequency and axis searched by `zoo search-longrope` at 64 px on training images, '
+             'arXiv:2402.13753; each run its own factors). Factors per axis = '
              'evaluated grid / training grid (here 6/4 and 8/4 on both axes). The checkpoints are the same for every '
              f'strategy. Top-1 (%) on {n} test images ({args.eval_per_class} per class).', '',
              '| encoding | strategy | ' + ' | '.join(f'{s} px mean ({", ".join(seeds)})' for s in args.sizes) + ' |',
@@ -229,7 +280,8 @@ def write_docs(args, wall_s: float) -> None:
             lines.append(f'| {pe} | {strategy} | ' + ' | '.join(cells) + ' |')
     options = [f'- `{row}`: {OPTION_NOTES[row]}.' for row in args.pes if row in OPTION_NOTES]
     lines += ['', 'Bold: best mean per encoding and size above the training size. At 32 px (the training grid) every '
-              'strategy is the identity, so its four rows agree exactly (a check of the implementation).', '']
+              'strategy but `mspoe` is the identity, so those rows agree exactly (a check of the implementation).',
+              '']
     lines += (['Rows with training-time position options (each its own training run, same recipe and seeds; the '
                'strategies are applied on top at evaluation):', ''] + options + [''] if options else [])
     lines += [
@@ -257,7 +309,10 @@ def write_docs(args, wall_s: float) -> None:
               'zoo eval-resolution ' + ' '.join(f'--run runs/cifar10/{pe}_s{s}' for pe in args.pes
                                                for s in args.seeds) +
               f' --data-dir {args.data} --split test --sizes {" ".join(map(str, args.sizes))} --max-per-class '
-              f'{args.eval_per_class} --extrapolation none pi ntk yarn --output {args.eval_dir}', '```', '',
+              f'{args.eval_per_class} --extrapolation none pi ntk yarn mspoe --output {args.eval_dir}', '```', '',
+              'and, per LongRoPE run R, `zoo search-longrope --run R --data-dir ' + args.data + ' --split train '
+              f'--scale {max(args.sizes) / 32:g} --val-size {args.search_val} --output R/longrope.json` and the same '
+              'eval-resolution with `--run R --extrapolation longrope=R/longrope.json`.', '',
               f'Rows: `extrapolation_results.csv`; full report (heatmap, top-5): `{args.eval_dir}/report.md` after a '
               f'run. Redraw the figure: `python -m zoo.eval.report docs/results/extrapolation_results.csv --png '
               f'/tmp/scaling.png --strategies docs/results/extrapolation.png`. Hardware: {_cpu()} ({os.cpu_count()} '
@@ -277,6 +332,8 @@ def dry_run_settings(args) -> None:
     args.eval_dir, args.docs = os.path.join(root, 'runs', 'extrapolation'), os.path.join(root, 'docs')
     args.seeds, args.sizes, args.eval_per_class, args.eval_batch = args.seeds[:1], [32, 48], 2, 8
     args.model_overrides = dict(depth=1)
+    args.search_val, args.search_extra = 8, ['--population', '2', '--mutations', '1', '--crossovers', '1',
+                                             '--parents', '1', '--iterations', '1']
     args.train_extra = ['--epochs', '1', '--batch-size', '8', '--max-train-per-class', '4', '--max-val-per-class',
                         '2', '--workers', '0']
     rng = np.random.default_rng(0)
@@ -310,6 +367,7 @@ def main() -> None:
     args = p.parse_args()
     os.chdir(ROOT)
     args.model_overrides, args.train_extra, args.eval_batch = {}, [], 250
+    args.search_val, args.search_extra = 256, []
     if args.dry_run:
         dry_run_settings(args)
     t0 = time.time()
@@ -319,6 +377,7 @@ def main() -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONUNBUFFERED='1')
         runs = train(args, env)
         t0 = time.time()
+        search(args, runs, env)
         evaluate(args, runs, env)
     timing = os.path.join(args.eval_dir, 'sweep_seconds.txt')
     if not args.docs_only:
