@@ -55,6 +55,17 @@ def test_set_is_deterministic_and_refuses_bad_options(imageqa, tmp_path):
         make_imageqa(str(tmp_path / 'x'), grids=[(4, 1)])
     with pytest.raises(ValueError, match='--tile-size must be an even number'):
         make_imageqa(str(tmp_path / 'y'), tile_size=15)
+    with pytest.raises(ValueError, match=r'--object-size must be in \(0, 0.8\]'):
+        make_imageqa(str(tmp_path / 'z'), object_size=0.9)
+    big = str(tmp_path / 'big')
+    make_imageqa(big, num_per_task=2, grids=[(2, 1)], distractors=0, object_size=0.75)
+    from zoo.tasks.imageqa import read_image
+    with open(os.path.join(big, 'json', 'tile_position.json')) as f:
+        row = json.load(f)[0]
+    img = read_image(os.path.join(big, 'image', row['image'])).numpy()
+    color = row['question'].split()[-2]
+    ys, xs = np.nonzero((img == np.array(COLORS[color], dtype=np.uint8)).all(-1))
+    assert xs.max() - xs.min() >= 16 and set((xs // 32).tolist()) == {row['tile']} and not row['distractors']
 
 
 def test_reader_counts_bad_rows(imageqa, tmp_path):

@@ -4,13 +4,13 @@ object?
 Task ``tile_position``: an image of ``cols x rows`` tiles of ``tile_size`` px (grids ``2x1``, ``1x2``, ``2x2``,
 ``3x1``, ``1x3`` by default; each image size is an exact multiple of the tile size, so the AnyRes rule of
 :func:`zoo.models.vlm.tiling.choose_tile_grid` picks that very grid for a model whose ``max_tiles`` is at least
-``cols * rows``), grey noise, a small target shape (half-width ``tile_size / 8`` px) inside one tile and
-``distractors`` (default 1) shapes of other shapes and colours in other tiles. The question names the target ("Which
-tile holds the red circle?") and the options are the grid's tile names in crop order (row-major: "top left", "top
-right", ... for ``2x2``; "left", "right" for ``2x1``), so the number of options is the number of tiles (2 to 4 by
-default). The target is small (8 px wide on 32 px tiles, where one merged token of a patch-8 tower covers 16 px, and
-squeezed further in the thumbnail); a model must read the tiles and know where each tile lies, which is what
-RoPE-DHR's positions give (every tile token at its thumbnail position).
+``cols * rows``), grey noise, a small target shape (``object_size`` = 0.25 of the tile wide by default) inside one
+tile and ``distractors`` (default 1) shapes of other shapes and colours in other tiles. The question names the
+target ("Which tile holds the red circle?") and the options are the grid's tile names in crop order (row-major: "top
+left", "top right", ... for ``2x2``; "left", "right" for ``2x1``), so the number of options is the number of tiles
+(2 to 4 by default). By default the target is small (8 px wide on 32 px tiles, where one merged token of a patch-8
+tower covers 16 px, and squeezed further in the thumbnail); a model must read the tiles and know where each tile
+lies, which is what RoPE-DHR's positions give (every tile token at its thumbnail position).
 
 Drawing: the shapes and colours of the synthetic video sets (:func:`zoo.datasets._synth.shape_mask`, ``paint``).
 
@@ -55,11 +55,11 @@ def tile_names(cols: int, rows: int) -> List[str]:
     return [' '.join(p for p in (_ROW[rows][j], _COL[cols][i]) if p) for j in range(rows) for i in range(cols)]
 
 
-def _draw_one(rng: np.random.Generator, cols: int, rows: int, tile: int,
-              distractors: int = 1) -> Tuple[np.ndarray, Dict[str, Any]]:
+def _draw_one(rng: np.random.Generator, cols: int, rows: int, tile: int, distractors: int = 1,
+              object_size: float = 0.25) -> Tuple[np.ndarray, Dict[str, Any]]:
     h, w = rows * tile, cols * tile
     img = np.clip(rng.normal(128, 12, size=(h, w, 3)), 0, 255).astype(np.uint8)
-    r = max(2.0, tile / 8)
+    r = max(2.0, object_size * tile / 2)
     n = 1 + distractors
     tiles = rng.choice(cols * rows, size=n, replace=False)
     shapes = rng.choice(len(SHAPES), size=n, replace=False)
@@ -94,7 +94,7 @@ def _write_json(path: str, data: Any) -> None:
 
 def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed: int = 0,
                  tasks: Sequence[str] = IMAGEQA_TASKS, grids: Sequence[Tuple[int, int]] = DEFAULT_GRIDS,
-                 distractors: int = 1, overwrite: bool = False) -> Dict[str, Any]:
+                 distractors: int = 1, overwrite: bool = False, object_size: float = 0.25) -> Dict[str, Any]:
     """Write the image-QA set (layout in the module docstring); deterministic for a seed.
 
     Args:
@@ -107,6 +107,7 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
         distractors: other shapes drawn (each of another shape and colour, in another tile); fewer than the smallest
             grid's tiles and at most 3.
         overwrite: replace an existing set in ``out_dir``.
+        object_size: the shapes' width as a fraction of the tile side (0.25: 8 px on 32 px tiles), at most 0.8.
 
     Returns:
         The ``meta.json`` content: options, counts per task and grid, seconds taken.
@@ -129,6 +130,9 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
     if not grids:
         raise ValueError('--grids needs at least one COLSxROWS grid')
     most = min(3, min(c * r for c, r in grids) - 1)
+    if not 0 < float(object_size) <= 0.8:
+        raise ValueError(f'--object-size must be in (0, 0.8] (the shape\'s width over the tile side), got '
+                         f'{object_size!r}')
     if isinstance(distractors, bool) or not isinstance(distractors, int) or not 0 <= distractors <= most:
         raise ValueError(f'--distractors must be 0-{most} (other shapes, each in another tile of the smallest grid), '
                          f'got {distractors!r}')
@@ -148,7 +152,7 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
         rows_out, per_grid = [], {}
         for k in range(num_per_task):
             cols, rows = grids[k % len(grids)]
-            img, objs = _draw_one(rng, cols, rows, tile_size, distractors)
+            img, objs = _draw_one(rng, cols, rows, tile_size, distractors, float(object_size))
             name = f'{task}/{k:05d}.png'
             _write_png(os.path.join(out_dir, 'image', name), img)
             target = objs['target']
@@ -160,7 +164,7 @@ def make_imageqa(out_dir: str, num_per_task: int = 64, tile_size: int = 32, seed
         _write_json(os.path.join(out_dir, 'json', f'{task}.json'), rows_out)
         counts[task] = per_grid
     meta = dict(kind='imageqa', tasks=list(tasks), num_per_task=num_per_task, tile_size=tile_size, seed=seed,
-                distractors=distractors,
+                distractors=distractors, object_size=float(object_size),
                 grids=[list(g) for g in grids], counts=counts, seconds=round(time.time() - t0, 2))
     _write_json(meta_path, meta)
     return meta
@@ -180,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--grids', nargs='+', default=[f'{c}x{r}' for c, r in DEFAULT_GRIDS],
                    help='tile grids COLSxROWS, cycled over the questions')
     p.add_argument('--distractors', type=int, default=1, help='other shapes drawn, each in another tile')
+    p.add_argument('--object-size', type=float, default=0.25,
+                   help="the shapes' width over the tile side (0.25: 8 px on 32 px tiles)")
     p.add_argument('--seed', type=int, default=0, help='RNG seed')
     p.add_argument('--overwrite', action='store_true', help='replace an existing set in --output')
     return p
@@ -197,7 +203,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``zoo make-imageqa``: write the set, print one summary line."""
     args = build_parser().parse_args(argv)
     meta = make_imageqa(args.output, args.num_per_task, args.tile_size, args.seed, args.tasks,
-                        [_grid(g) for g in args.grids], args.distractors, args.overwrite)
+                        [_grid(g) for g in args.grids], args.distractors, args.overwrite, args.object_size)
     print(f'wrote {sum(sum(c.values()) for c in meta["counts"].values())} questions ({", ".join(meta["tasks"])}; '
           f'grids {" ".join(f"{c}x{r}" for c, r in meta["grids"])}) to {args.output} in {meta["seconds"]} s')
     return 0
