@@ -14,8 +14,8 @@ import torch
 import zoo  # noqa: F401
 from zoo.encodings import Positions, create_pos_encoding
 from zoo.encodings.extrapolation import strategy_argument
-from zoo.encodings.longrope import (FORMAT, evolution_search, factors_document, initial_factors, ladder_of,
-                                    paired_decision)
+from zoo.encodings.longrope import FORMAT, factors_document
+from zoo.encodings.longrope_search import evolution_search, initial_factors, ladder_of, paired_decision
 from zoo.encodings.mspoe_axes import axis_ratios
 from zoo.encodings.multimodal.encoding import harpe_bases
 from zoo.encodings.rotation import grid_coords, rope_frequencies

@@ -107,16 +107,17 @@ def _head(t: torch.Tensor, h: int) -> torch.Tensor:
     return t[:, h:h + 1] if t.shape[1] > 1 else t
 
 
-def attn_terms(enc: Any, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
+def attn_terms(enc: Any, pos: Positions, dtype: torch.dtype, device: torch.device, RotaryTerm: Any,
+               patch_coords: Callable) -> Sequence[Optional[AttnTerm]]:
     """The per-layer terms of ``enc`` (a ``rope_axial``, ``rope_mixed`` or ``rope3d`` holding extrapolation
     ``'mspoe'``) for ``pos``: :class:`AxisMsPoETerm` on the Ms-PoE layers (option ``layers``), the plain rotation
-    (ratios 1) on the others.
+    (ratios 1) on the others. ``RotaryTerm`` and ``patch_coords`` are :mod:`zoo.encodings.rotary`'s (passed in by
+    the encoding, so that this module does not import the one that imports it).
 
     Raises:
         ValueError: see :func:`axis_ratios`; the encoding's own errors for positions it cannot take.
     """
     from .registry import pos_encoding_name
-    from .rotary import RotaryTerm, patch_coords
     name = pos_encoding_name(enc)
     opts = dict(enc.extrapolation.mspoe)
     npt = pos.num_prefix_tokens

@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, List, Type
 
-from .extrapolation import STRATEGIES
 
 __all__ = ['register_pos_encoding', 'create_pos_encoding', 'list_pos_encodings', 'get_pos_encoding_class',
            'pos_encoding_name', 'takers', 'FAMILY_OPTIONS']
@@ -76,8 +75,9 @@ def _refuse_extrapolation(kind: str, cls: Type, pe_kwargs: dict) -> None:
     if strategy in (None, 'none'):
         pe_kwargs.pop('extrapolation')
         return
-    if strategy not in STRATEGIES:
-        raise ValueError(f'unknown extrapolation strategy {strategy!r}; choose one of {STRATEGIES}')
+    known = sorted({s for c in _REGISTRY.values() for s in getattr(c, 'extrapolation_strategies', ('none',))})
+    if strategy not in known:  # the strategies some registered encoding takes (zoo.encodings.extrapolation)
+        raise ValueError(f'unknown extrapolation strategy {strategy!r}; choose one of {known}')
     takers = [n for n, c in sorted(_REGISTRY.items()) if _takes_strategies(c)]
     raise ValueError(f'extrapolation {strategy!r} does not apply to the {kind!r} encoding '
                      f'({getattr(cls, "family", kind)}), which adapts to a new grid by: '

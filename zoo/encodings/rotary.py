@@ -25,7 +25,7 @@ from ._grid import as_thw, parse_grid_size, refuse_video_grid
 from .absolute import LearnedAPE
 from .base import AttnTerm, Positions, PosEncoding
 from .extrapolation import ROTARY_STRATEGIES, Extrapolation, ntk_exponents
-from . import mspoe_axes
+from .mspoe_axes import attn_terms as mspoe_attn_terms
 from .randomized import RandomPositions
 from .registry import register_pos_encoding
 from .rotation import apply_rope, check_p_rope, grid_coords, p_rope_mask, rope_frequencies, rope_sin_cos
@@ -207,7 +207,7 @@ class RoPEAxial(PosEncoding):
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
-            return mspoe_axes.attn_terms(self, pos, dtype, device)
+            return mspoe_attn_terms(self, pos, dtype, device, RotaryTerm, patch_coords)
         hw = pos.hw_2d('rope_axial')
         if self.training and self.random_positions.active:  # per-sample random coordinates: never cached
             coords = self.random_positions.draw((1, *hw), pos.draw_batch, device)
@@ -349,7 +349,7 @@ class RoPEMixed(PosEncoding):
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
-            return mspoe_axes.attn_terms(self, pos, dtype, device)
+            return mspoe_attn_terms(self, pos, dtype, device, RotaryTerm, patch_coords)
         grid = pos.grid_of('rope_mixed', self.video)
         npt = pos.num_prefix_tokens
         if self.training and self.random_positions.active:  # per-sample random coordinates
@@ -552,7 +552,7 @@ class RoPE3D(PosEncoding):
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> Sequence[Optional[AttnTerm]]:
         if self.extrapolation.strategy == 'mspoe':  # per head and axis: zoo.encodings.mspoe_axes
-            return mspoe_axes.attn_terms(self, pos, dtype, device)
+            return mspoe_attn_terms(self, pos, dtype, device, RotaryTerm, patch_coords)
         if pos.ids is not None:
             ids = pos.ids
             if ids.dim() != 3 or ids.shape[0] != 3:

@@ -1,7 +1,7 @@
 """``zoo search-longrope``: LongRoPE's evolutionary search of per-frequency rescale factors, small enough for a CPU.
 
 Ding et al. 2024, "LongRoPE" (arXiv:2402.13753), Sec. 3.2; the loop and its sizes are in
-:func:`zoo.encodings.longrope.evolution_search`. Two kinds of checkpoint:
+:func:`zoo.encodings.longrope_search.evolution_search`. Two kinds of checkpoint:
 
 * an image classifier with a rotary encoding (``rope_axial``, ``rope_mixed``, ``rope_mixed_ape``; a ``zoo train``
   run or checkpoint, e.g. the CIFAR recipes): the fitness is the mean cross-entropy at ``--scale`` times the training
@@ -29,7 +29,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from zoo.encodings.longrope import evolution_search, factors_document, ladder_of
+from zoo.encodings.longrope import factors_document
+from zoo.encodings.longrope_search import evolution_search, ladder_of
 
 __all__ = ['build_parser', 'search_longrope', 'main', 'MIN_SAMPLES']
 
