@@ -18,8 +18,8 @@ Steps (each a plain ``zoo`` command, logged to ``runs/vlm/<name>.log``):
    then seed 0 of the ``--new-schemes`` (issue 22's schemes); a run left in ``runs/vlm`` by another recipe (config or
    seed) stops the sweep before any training, naming it;
    every finished and evaluated run (and the gate) is archived: its small files (``metrics.csv``,
-   ``train_classes.csv``, the training log as ``train.log``; the evaluation's ``results.csv`` / ``results.json``; no
-   checkpoints) go to ``docs/results/video_qa_runs/<run>/`` and ``.../eval/<run>/`` with a fingerprint of the recipe
+   ``train_classes.csv``, the training log as ``train.log``; the evaluation's ``results.csv`` and its answers as
+   ``predictions.json``; no checkpoints) go to ``docs/results/video_qa_runs/<run>/`` and ``.../eval/<run>/`` with a fingerprint of the recipe
    file, seed, data and evaluation arguments (``run_parts``); a sweep on a fresh checkout (runs/ is not kept between
    machines) restores a run whose fingerprint matches instead of training it, so a committed archive lets the sweep
    continue in a later session;
@@ -57,7 +57,10 @@ NEW_SCHEMES = ('pype', 'cope', 'cope_rope', 'vista', 'rope_dhr')
 #: a finished run's small result files (never checkpoints), kept in ``<docs>/video_qa_runs/<run>/`` (training) and
 #: ``<docs>/video_qa_runs/eval/<run>/`` (evaluation) with a fingerprint of what made them; a later sweep on a fresh
 #: checkout (runs/ is not kept between machines) restores a run whose fingerprint matches instead of training it
-TRAIN_FILES, EVAL_FILES = ('metrics.csv', 'train_classes.csv', 'train.log'), ('results.csv', 'results.json')
+TRAIN_FILES, EVAL_FILES = ('metrics.csv', 'train_classes.csv', 'train.log'), ('results.csv', 'predictions.json')
+#: the keys of each answer kept in ``predictions.json`` (eval-video's results.json also holds every item's frame
+#: indices and timestamps: ~650 kB a run)
+PRED_KEYS = ('label', 'frames', 'id', 'pred', 'answer', 'correct', 'fallback')
 ARCHIVE = 'video_qa_runs'
 TRAIN_FRAMES, EVAL_FRAMES = 8, (4, 8, 16, 32)
 COMMON = ['--frames', '32', '--size', '32', '--blocks', '4']
@@ -157,6 +160,11 @@ def keep(run: str, ev: Optional[str], archive: str, parts: Dict) -> None:
             shutil.copy2(run + '.log', os.path.join(run, 'train.log'))
         archive_run(run, archive, parts, [f for f in TRAIN_FILES if os.path.isfile(os.path.join(run, f))])
         if ev is not None:
+            with open(os.path.join(ev, 'results.json')) as f:
+                preds = [{k: p.get(k) for k in PRED_KEYS} for p in json.load(f)['predictions']]
+            from zoo.datasets.files import write_text_atomic
+            write_text_atomic(os.path.join(ev, 'predictions.json'),
+                              json.dumps(dict(predictions=preds), separators=(',', ':')) + '\n')
             archive_run(ev, os.path.join(archive, 'eval'), parts, list(EVAL_FILES))
         log(f'archived {os.path.basename(run)} in {archive}')
     except OSError as e:
@@ -331,7 +339,8 @@ def collect(args):
         ev = os.path.join(args.out, 'eval', name)
         if evaluated(ev):
             rows.append(pd.read_csv(os.path.join(ev, 'results.csv')))
-            with open(os.path.join(ev, 'results.json')) as f:
+            full = os.path.join(ev, 'results.json')  # a restored run has only the answers: predictions.json
+            with open(full if os.path.isfile(full) else os.path.join(ev, 'predictions.json')) as f:
                 preds += json.load(f)['predictions']
         m = read_metrics(os.path.join(args.out, name))
         if m:

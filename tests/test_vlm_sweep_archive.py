@@ -37,8 +37,8 @@ def test_a_finished_run_is_archived_and_restored_not_trained(tmp_path):
     archive = os.path.join(docs, sweep.ARCHIVE)
     assert sorted(os.listdir(os.path.join(archive, 'mrope_s0'))) == ['fingerprint.json', 'metrics.csv',
                                                                      'train.log', 'train_classes.csv']
-    assert sorted(os.listdir(os.path.join(archive, 'eval', 'mrope_s0'))) == ['fingerprint.json', 'results.csv',
-                                                                             'results.json']
+    assert sorted(os.listdir(os.path.join(archive, 'eval', 'mrope_s0'))) == ['fingerprint.json', 'predictions.json',
+                                                                             'results.csv']
     # a fresh machine: empty runs folder; any zoo command would fail ('false'), so the run must come from the archive
     out2 = str(tmp_path / 'fresh')
     os.makedirs(os.path.join(out2, 'eval'))
