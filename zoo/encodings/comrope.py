@@ -60,7 +60,9 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
 """
 from __future__ import annotations
 
+import math
 import re
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -390,7 +392,7 @@ class LieRotation(AttnTerm):
             eye = torch.eye(blocks.shape[-1], device=blocks.device, dtype=blocks.dtype)
             eye = eye.expand(blocks.shape[0], blocks.shape[1], n_reg, *blocks.shape[3:])
             blocks = torch.cat([blocks[:, :, :self.num_class], eye, blocks[:, :, self.num_class:]], 2)
-        return BlockRotation(blocks)
+        return BlockRotation(blocks.contiguous())  # contiguous: the rotation reshapes it every forward
 
     def select(self, pos: Positions) -> AttnTerm:
         """The full grid: this term; a token subset: the dense :class:`BlockRotation` of the present tokens."""
@@ -611,6 +613,11 @@ class ComRoPE(PosEncoding):
         else:
             self.ape = None
         self._cache = TableCache(max_entries=8)
+        _LIVE[id(self)] = self  # for the compiled-inference op (liere_cached_blocks)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        _LIVE[id(self)] = self  # copies (copy.deepcopy, pickle) are served too
 
     # ----------------------------------------------------------------------------------------------------- hooks
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -699,7 +706,24 @@ class ComRoPE(PosEncoding):
         perturb = self.training and self.perturb_intensity > 0
         random = pos.draw_batch if self.training and self.random_positions.active else 0
 
+        if (torch.compiler.is_compiling() and not _exporting() and self.variant == 'liere' and self.block_size != 2
+                and not (perturb or random or self.training or torch.is_grad_enabled())
+                and self._dense_bytes(sizes, pos.num_class_tokens, dtype) <= self.dense_cache_bytes):
+            # torch.compile in inference: LieRE's per-token blocks (one matrix exponential per token) come from the
+            # eager cache through an op the graph does not look into, so the compiled model never recomputes them
+            t = sizes[2] if len(sizes) == 3 else 1
+            blocks = torch.ops.zoo.liere_cached_blocks([layer.freqs for layer in self.layers], id(self), sizes[0],
+                                                       sizes[1], t, pos.num_prefix_tokens, pos.num_class_tokens,
+                                                       dtype)
+            terms = [BlockRotation(b) for b in blocks]
+            return terms if not pos.is_subset else [t.select(pos) for t in terms]
         return self._terms(pos, sizes, perturb, random, dtype, device)
+
+    def _dense_bytes(self, sizes: Tuple[int, ...], num_class: int, dtype: torch.dtype) -> int:
+        """Bytes of LieRE's per-token blocks of every layer for a grid (computed in float32 or float64)."""
+        n_rot = num_class + math.prod(sizes)
+        cdtype = torch.float64 if dtype == torch.float64 else torch.float32
+        return self.depth * self.num_heads * self.head_dim * self.block_size * n_rot * cdtype.itemsize
 
     def _terms(self, pos: Positions, sizes: Tuple[int, ...], perturb: bool, random: int, dtype: torch.dtype,
                device) -> List[AttnTerm]:
@@ -803,10 +827,9 @@ class ComRoPE(PosEncoding):
             if self.variant == 'liere':
                 coords = torch.stack([v[:, ti] for v, ti in zip(values, tok)], dim=-1)  # (1 or B, Lr, N)
                 term = LieRotation(a, coords, num_class, num_prefix, dtype)
-                if not _tracing():
-                    dense_bytes = self.depth * a[:, 0].numel() * coords.numel() // n_axes * (cdtype.itemsize)
-                    if dense_bytes <= self.dense_cache_bytes:
-                        term = term.dense()
+                if not _tracing() and self._dense_bytes(sizes, num_class, dtype) * max(random, 1) <= \
+                        self.dense_cache_bytes:
+                    term = term.dense()
                 terms.append(term)
                 continue
             # AP: block j turns with axis j mod N only; LD: exp(sum_i x_i A_i) = prod_i exp(x_i A_i) (one matrix).
@@ -847,3 +870,26 @@ class LieRE(ComRoPE):
                          num_class_tokens=num_class_tokens, variant='liere', block_size=block_size, init_std=init_std,
                          perturb_intensity=perturb_intensity, scale_factor=scale_factor, ape=ape,
                          random_positions=random_positions)
+
+
+#: the live encodings the compiled-inference op below serves, by ``id`` (weak: a deleted model is not kept)
+_LIVE: 'weakref.WeakValueDictionary[int, ComRoPE]' = weakref.WeakValueDictionary()
+
+
+@torch.library.custom_op('zoo::liere_cached_blocks', mutates_args=())
+def _liere_cached_blocks(freqs: List[torch.Tensor], key: int, h: int, w: int, t: int, num_prefix: int,
+                         num_class: int, dtype: torch.dtype) -> List[torch.Tensor]:
+    """LieRE's per-layer blocks ``(1, H, L, m, b, b)`` for a grid, from the encoding's eager cache (built on a miss;
+    keyed on the parameters' versions, so never stale). ``freqs`` are the layers' parameters the blocks depend on."""
+    pe = _LIVE[key]
+    sizes = (h, w) if pe.num_axes == 2 else (h, w, t)
+    terms = pe._terms(Positions((t, h, w), num_prefix, num_class), sizes, False, 0, dtype, freqs[0].device)
+    return [term.blocks for term in terms]
+
+
+@_liere_cached_blocks.register_fake
+def _(freqs, key, h, w, t, num_prefix, num_class, dtype):
+    pe = _LIVE[key]
+    m, b = pe.head_dim // pe.block_size, pe.block_size
+    return [freqs[0].new_empty((1, pe.num_heads, num_prefix + t * h * w, m, b, b), dtype=dtype)
+            for _ in range(pe.depth)]
