@@ -111,3 +111,14 @@ def test_train_vlm_recipe_runs_on_tiles(imageqa, tmp_path):
     assert res['epochs'] == 1 and os.path.isfile(os.path.join(out, 'model.safetensors'))
     ckpt = load_checkpoint(os.path.join(out, 'checkpoint-last.pth'))
     assert ckpt['meta']['max_tiles'] == 4 and ckpt['meta']['benchmark'] == 'imageqa'
+
+
+def test_eval_video_refuses_the_image_set(imageqa, tmp_path, capsys):
+    """zoo eval-video reads videos: the imageqa set is refused in one line naming where its accuracy is (it used to
+    be accepted and its PNGs read as videos)."""
+    from zoo.cli import main
+    rc = main(['eval-video', '--benchmark', 'imageqa', '--data-root', imageqa, '--checkpoint', str(tmp_path / 'any.pth'),
+               '--frames', '2', '--output', str(tmp_path / 'out')])
+    err = capsys.readouterr().err
+    assert rc == 2 and 'is a set of images' in err and 'train-vlm --benchmark imageqa' in err
+    assert len(err.strip().splitlines()) == 1

@@ -150,6 +150,9 @@ def eval_video(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         raise ValueError('no model given: pass --run DIR (a zoo train-vlm output dir) or --checkpoint PATH')
     options = dict(**({'tasks': args.tasks} if args.tasks else {}), **({'split': args.split} if args.split else {}))
     records, report = load_benchmark(args.benchmark, args.data_root, allow_roots=args.allow_root, **options)
+    if any((r.extra or {}).get('modality') == 'image' for r in records):
+        raise ValueError(f'--benchmark {args.benchmark} is a set of images, and zoo eval-video reads videos; its '
+                         'accuracy is the validation accuracy of zoo train-vlm --benchmark imageqa (metrics.csv)')
     records = sorted(records, key=lambda r: r.id)[:args.max_items] if args.max_items else records
     if not records:
         hint = report.hint()
