@@ -375,3 +375,51 @@ def test_liere_training_path_matches_definition(block_size):
     g_want = torch.autograd.grad((want * wgt).sum(), pe.layers[0].freqs)[0]
     assert torch.allclose(got, want, atol=1e-10)
     assert torch.allclose(g_got, g_want, atol=1e-8)
+
+
+# ------------------------------------------------------------------------------------- exponential, compile (#24)
+@pytest.mark.parametrize('dtype, tol', [(torch.float32, 2e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize('traced', [False, True])
+def test_expm_taylor_matches_matrix_exp(dtype, tol, traced, monkeypatch):
+    """The matmul-only exponential (ONNX's form) equals torch.linalg.matrix_exp for skew-symmetric blocks (rotations)
+    over norms from 0 to ~400 and general matrices up to ~10, with the eager squaring count and the fixed traced one."""
+    import zoo.encodings.comrope as cr
+    monkeypatch.setattr(cr, '_tracing', lambda: traced)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 8, 8, generator=g, dtype=dtype)
+    scales = torch.logspace(-3, 1.5, 64, dtype=dtype)[:, None, None]
+    # rotations (the use) over every norm; general matrices up to norm ~10 (beyond, exp overflows float32 rounding)
+    for m in ((a - a.transpose(-1, -2)) * scales, a * scales.clamp_max(1.0)):
+        want = torch.linalg.matrix_exp(m.double())
+        got = cr.expm_taylor(m)
+        assert got.dtype == dtype
+
+        def rel(e):
+            return ((e.double() - want).abs().amax((-2, -1)) / want.abs().amax((-2, -1))).max().item()
+        # as exact as torch.linalg.matrix_exp in the same dtype (float32 rounding grows with the squarings)
+        assert rel(got) < max(tol, 3 * rel(torch.linalg.matrix_exp(m))), (rel(got), rel(torch.linalg.matrix_exp(m)))
+    assert torch.equal(cr.expm_taylor(torch.zeros(2, 4, 4, dtype=dtype)), torch.eye(4, dtype=dtype).expand(2, 4, 4))
+
+
+@pytest.mark.filterwarnings('ignore')
+def test_compiled_liere_inference_reads_the_eager_cache():
+    """torch.compile in inference: LieRE's per-token exponentials stay out of the graph (the op reads the eager cache),
+    outputs equal eager, and a changed parameter is seen (the cache key holds parameter versions)."""
+    from zoo.models.vit import PEVisionTransformer
+    torch.manual_seed(0)
+    model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=5,
+                                pe='liere').eval()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        assert graphs and 'liere_cached_blocks' in graphs[0] and 'matrix_exp' not in graphs[0]
+        model.pe.layers[0].freqs.mul_(1.5)
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
