@@ -542,7 +542,8 @@ def main() -> None:
     p.add_argument('--frames', type=int, nargs='+', default=[4, 8, 16, 32])
     p.add_argument('--sizes', type=int, nargs='+', default=[24, 32, 40, 48, 64])
     p.add_argument('--cross', action='store_true', help='evaluate the full frames x sizes grid (slower)')
-    p.add_argument('--noise-pes', nargs='+', default=['rope3d', 'sincos'], help='PEs trained with a second seed')
+    p.add_argument('--noise-pes', nargs='+', default=['rope3d', 'sincos', 'rope_mixed'],
+                   help='PEs trained with a second seed (rope_mixed as well: sincos did not learn at this budget)')
     p.add_argument('--only', nargs='+', default=None, help='restrict to these PEs')
     p.add_argument('--jobs', type=int, default=2, help='runs at a time')
     p.add_argument('--threads', type=int, default=1, help='torch threads per run')
