@@ -47,16 +47,25 @@ draws per-sample positions instead: a sorted subset of the ``R = ceil(range_fact
 cell centres.
 
 Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per sample, token and head):
-    * the rotation is applied block by block, ``(..., m, b) x (..., m, b, b)``; ``b = 2`` uses the exact closed form
-      ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and a cos/sin product like axial RoPE;
-    * ``matrix_exp`` runs on ``b x b`` blocks only, and for AP/LD only once per distinct coordinate value of each axis
-      (``H + W + 2`` values, not ``H * W``; ``+ T + 1`` on videos): AP blocks depend on one axis, and LD blocks
-      factor as ``exp(x_0 A_0[j]) exp(x_1 A_1[j])`` because the two commute. LieRE needs one exponential per token;
-      in training it uses a Taylor scaling-and-squaring form whose backward is cheaper than that of ``matrix_exp``;
+    * ``b = 2`` uses the exact closed form ``exp(t [[0, s], [-s, 0]]) = [[cos ts, sin ts], [-sin ts, cos ts]]`` and
+      the rotary kernel, like axial RoPE;
+    * AP / LD (:class:`AxisRotation`): AP blocks depend on one axis and LD blocks factor as ``exp(x_0 A_0[j])
+      exp(x_1 A_1[j]) [exp(x_2 A_2[j])]`` (the factors commute), so the exponentials run once per distinct
+      coordinate of each axis (``H + W + 2`` values, ``+ T + 1`` on videos) and q, k are rotated axis by axis with
+      one batched ``b x b`` product per axis: no per-token matrix exists (video ViT-S at 16x224^2: ~1.2-1.4x the
+      sin-cos model's peak memory instead of 4.4x);
+    * LieRE needs one exponential per token. Up to :attr:`ComRoPE.dense_cache_bytes` (64 MiB over all layers) the
+      per-token blocks are computed once per forward (cached in eval); above it (:class:`LieRotation`) each layer
+      computes them inside the attention, chunk by chunk;
+    * exponentials: :func:`expm_taylor` (scaling and squaring of a Taylor polynomial, matmuls only) for LieRE's
+      per-token blocks in eager mode (about twice as fast as ``torch.linalg.matrix_exp`` on 8 x 8 blocks, as
+      exact), in training (cheaper backward) and while exporting (ONNX has no matrix exponential);
+      ``torch.linalg.matrix_exp`` for the small AP / LD tables in eager inference and under ``torch.compile``;
     * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
     * in eval with autograd off they are cached per (grid, prefix tokens, dtype, device), keyed also on every
       generator parameter's version counter and storage, so ``load_state_dict`` or an optimizer step can never
-      return stale rotations.
+      return stale rotations. Under ``torch.compile`` in inference, LieRE reads that cache through the opaque op
+      ``zoo::liere_cached_blocks``, so the compiled graph does not recompute the exponentials.
 """
 from __future__ import annotations
 
