@@ -50,7 +50,8 @@ LEFT_OUT = {
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest":
         'creates a venv and installs from the network, then runs this test suite; .ci/run runs it as written',
     'import open_clip, zoo': 'needs the OpenAI / open_clip ViT-B-16.pt weights, not in the repository',
-    'ZOO_LMMS_SYNTHETIC_ROOT=data/vqa-diag-eval HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model zoo \\':
+    'ZOO_LMMS_SYNTHETIC_ROOT=data/vqa-diag-eval HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv-lmms/bin/lmms-eval '
+    '--model zoo \\':
         'needs lmms-eval (zoo[lmms], a venv of its own): tests/integrations/test_lmms_eval.py runs it there',
 }
 
@@ -146,8 +147,8 @@ def exec_block(n, text, drop=lambda src: False):
 
 
 def test_every_block_is_run_or_left_out():
-    run_here = {'import timm, zoo', '# an ImageFolder', 'import timm, torch, zoo', 'zoo make-videos',
-                'import zoo ', 'zoo make-videoqa --output data/vqa-diag-train'}
+    run_here = {'import timm, zoo', '# an ImageFolder', 'import timm, torch, zoo', '.venv/bin/zoo make-videos',
+                'import zoo ', '.venv/bin/zoo make-videoqa --output data/vqa-diag-train'}
     for n, lang, text in blocks():
         if lang not in ('python', 'bash'):
             continue
@@ -176,8 +177,8 @@ def test_image_folder_commands_and_the_video_models_snippet(inside):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('first,report,labels', [
-    ('zoo make-videos', 'runs/eval-frames/report.md', ('rope3d', 'sincos')),
-    ('zoo make-videoqa --output data/vqa-diag-train', 'runs/eval-video/report.md', ('mrope', 'videorope'))],
+    ('.venv/bin/zoo make-videos', 'runs/eval-frames/report.md', ('rope3d', 'sincos')),
+    ('.venv/bin/zoo make-videoqa --output data/vqa-diag-train', 'runs/eval-video/report.md', ('mrope', 'videorope'))],
     ids=['video-folders', 'video-qa'])
 def test_video_commands(inside, first, report, labels):
     """The video-folder commands (make-videos, two trainings, eval-frames) and the video-QA commands (questions,
@@ -196,3 +197,16 @@ def test_video_llm_snippet(inside):
     assert make == [['zoo', 'make-videoqa', '--output', 'vqa', '--size', '64']]  # the clip the snippet reads
     run(make[0], inside)
     exec_block(n, text)
+
+
+def test_subpackages_the_readme_names_work_after_import_zoo():
+    """The README calls zoo.datasets.video_backend() and zoo.hf.patch_rope_index after a bare ``import zoo``
+    (a fresh user got AttributeError: module 'zoo' has no attribute 'datasets')."""
+    import subprocess
+    import sys
+    code = ('import zoo; assert zoo.datasets.video_backend() in ("decord", "pyav"); '
+            'assert callable(zoo.hf.patch_rope_index)\ntry:\n    zoo.no_such_thing\nexcept AttributeError:\n    pass\n'
+            'else:\n    raise SystemExit("no AttributeError")')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO,
+                       env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert r.returncode == 0, r.stderr[-2000:]

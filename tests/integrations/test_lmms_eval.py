@@ -166,6 +166,7 @@ def test_readme_command_runs_offline_with_limit_and_log_samples(ckpt, data, tmp_
         assert readme_path in cmd
         cmd = cmd.replace(readme_path, here)
     cmd = cmd.replace('--limit 64', '--limit 2') + ' --batch_size 2 --device cpu'
+    cmd = cmd.replace('.venv-lmms/bin/', '')        # the README's venv: here the one running this test (PATH below)
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get('PATH', ''),
                HF_HOME=str(tmp_path / 'hf'), OMP_NUM_THREADS='1')
     env.pop('HF_HUB_OFFLINE', None)                  # the README's command sets them itself
