@@ -32,6 +32,27 @@ __all__ = ['VideoLLM', 'VLMOutput', 'create_video_llm', 'video_llm_config', 'lis
            'vlm_schemes']
 
 
+
+def _as_tensor(x: Any, name: str) -> torch.Tensor:
+    """``x`` as a tensor: a tensor as is, a numpy array as ``torch.from_numpy`` makes it, a PIL image as uint8
+    ``(H, W, 3)`` RGB.
+
+    Raises:
+        ValueError: anything else (naming the type and what is taken).
+    """
+    if isinstance(x, torch.Tensor):
+        return x
+    if hasattr(x, 'convert') and hasattr(x, 'size') and hasattr(x, 'mode'):      # PIL.Image.Image, not imported here
+        import numpy as np
+        return torch.from_numpy(np.array(x.convert('RGB'), dtype=np.uint8))
+    try:
+        import numpy as np
+    except ImportError:                                                          # pragma: no cover
+        np = None
+    if np is not None and isinstance(x, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(x))
+    raise ValueError(f'{name} must be a torch.Tensor, a numpy array or a PIL image, got {type(x).__name__}')
+
 @dataclass
 class VLMOutput:
     """What :meth:`VideoLLM.forward` returns.
@@ -180,25 +201,29 @@ class VideoLLM(nn.Module):
         """Normalise frames for the tower and describe the video for :meth:`prompt`.
 
         Args:
-            frames: uint8 ``(T, H, W, 3)`` RGB (the video reader's output) or float ``(T, C, H, W)`` already
-                normalised.
+            frames: uint8 ``(T, H, W, 3)`` RGB (the video reader's output; a numpy array is taken too) or float
+                ``(T, 3, H, W)`` already normalised.
             timestamps: ``(T,)`` seconds of the frames (the reader's ``timestamps``); ``None``: 1 frame per second.
 
         Returns:
             ``(clip, segment)``: the float clip ``(T, C, H, W)`` and ``{'type': 'video', 'grid': (t, h, w),
             'timestamps': [seconds per temporal patch], 'second_per_grid_t': seconds}``.
         """
+        frames = _as_tensor(frames, 'frames')
         if frames.dtype == torch.uint8:
             if frames.dim() != 4 or frames.shape[-1] != 3:
                 raise ValueError(f'uint8 frames must be (T, H, W, 3), got {tuple(frames.shape)}')
             mean = torch.tensor(self.data_config['mean']).view(1, 3, 1, 1)
             std = torch.tensor(self.data_config['std']).view(1, 3, 1, 1)
             clip = (frames.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
-        elif frames.is_floating_point() and frames.dim() == 4:
+        elif frames.is_floating_point() and frames.dim() == 4 and frames.shape[1] == 3:
             clip = frames
+        elif frames.is_floating_point() and frames.dim() == 4 and frames.shape[-1] == 3:
+            raise ValueError(f'float frames must be (T, 3, H, W), got {tuple(frames.shape)} (channels last); '
+                             f'fix: frames.permute(0, 3, 1, 2), or pass uint8 (T, H, W, 3) RGB to be normalised here')
         else:
-            raise ValueError(f'frames must be uint8 (T, H, W, 3) or float (T, C, H, W), got {tuple(frames.shape)} '
-                             f'{frames.dtype}')
+            raise ValueError(f'frames must be uint8 (T, H, W, 3) RGB or float (T, 3, H, W) normalised, got '
+                             f'{tuple(frames.shape)} {frames.dtype}')
         n = clip.shape[0]
         t, h, w = self.visual_grid(n, clip.shape[-2], clip.shape[-1])
         tp = self.tower.temporal_patch_size
@@ -220,7 +245,8 @@ class VideoLLM(nn.Module):
         ``1 <= cols * rows <= max_tiles``); with one tile the whole image is resized to the tile size.
 
         Args:
-            image: uint8 ``(H, W, 3)`` RGB or float ``(C, H, W)`` already normalised.
+            image: uint8 ``(H, W, 3)`` RGB (a numpy array or a PIL image is taken too, PIL converted to RGB) or float
+                ``(3, H, W)`` already normalised.
             max_tiles: the tile budget (default :attr:`max_tiles`; give ``max_tiles // num_images`` to each of several
                 images, as the official multi-image path does). More than 1 needs a scheme that takes tiles.
             tile_size: tile side in px (default: the tower's input size, ``data_config['img_size']``).
@@ -231,7 +257,8 @@ class VideoLLM(nn.Module):
             tile's pre-merge grid) plus ``'tiles': (cols, rows)`` when there is more than one tile.
 
         Raises:
-            ValueError: a bad image, a tile size the tower cannot take, ``max_tiles > 1`` for a scheme without tiles
+            ValueError: a bad image (a float one channels-last, or not 3 channels; not a tensor, array or PIL image),
+                a tile size the tower cannot take, ``max_tiles > 1`` for a scheme without tiles
                 (naming the schemes that take them).
         """
         budget = self.max_tiles if max_tiles is None else max_tiles
@@ -239,17 +266,21 @@ class VideoLLM(nn.Module):
             raise ValueError(f'max_tiles must be a positive int, got {budget!r}')
         if budget > 1 and not self.decoder.pe.spec.takes_tiles:
             raise ValueError(tiles_refusal(self.scheme, f'max_tiles={budget}'))
+        image = _as_tensor(image, 'image')
         if image.dtype == torch.uint8:
             if image.dim() != 3 or image.shape[-1] != 3:
-                raise ValueError(f'a uint8 image must be (H, W, 3), got {tuple(image.shape)}')
+                raise ValueError(f'a uint8 image must be (H, W, 3) RGB, got {tuple(image.shape)}')
             mean = torch.tensor(self.data_config['mean']).view(3, 1, 1)
             std = torch.tensor(self.data_config['std']).view(3, 1, 1)
             pix = (image.permute(2, 0, 1).float() / 255.0 - mean) / std
-        elif image.is_floating_point() and image.dim() == 3:
+        elif image.is_floating_point() and image.dim() == 3 and image.shape[0] == 3:
             pix = image
+        elif image.is_floating_point() and image.dim() == 3 and image.shape[-1] == 3:
+            raise ValueError(f'a float image must be (3, H, W), got {tuple(image.shape)} (channels last); '
+                             f'fix: image.permute(2, 0, 1), or pass uint8 (H, W, 3) RGB to be normalised here')
         else:
-            raise ValueError(f'image must be uint8 (H, W, 3) or float (C, H, W), got {tuple(image.shape)} '
-                             f'{image.dtype}')
+            raise ValueError(f'image must be uint8 (H, W, 3) RGB or float (3, H, W) normalised, got '
+                             f'{tuple(image.shape)} {image.dtype}')
         size = int(tile_size or self.data_config['img_size'][0])
         _, h, w = self.visual_grid(1, size, size)
         cols, rows = choose_tile_grid(pix.shape[-1], pix.shape[-2], size, 1, budget)
