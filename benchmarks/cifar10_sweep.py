@@ -162,6 +162,7 @@ def archive_run(out: str, archive: str, parts: dict, files: List[str]) -> None:
         shutil.copy2(src, os.path.join(tmp, rel))
     with open(os.path.join(tmp, 'fingerprint.json'), 'w') as f:
         json.dump(dict(fingerprint=run_fingerprint(parts), parts=parts, files=sorted(files), commit=_git_commit(),
+                       sha256={rel: _sha256(os.path.join(tmp, rel)) for rel in files},
                        date=f'{datetime.datetime.now():%Y-%m-%d %H:%M}'), f, indent=1, sort_keys=True, default=str)
     old = dest + '.old'
     shutil.rmtree(old, ignore_errors=True)
@@ -171,27 +172,74 @@ def archive_run(out: str, archive: str, parts: dict, files: List[str]) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _bad_archive(path: str, problem: str) -> SystemExit:
+    return SystemExit(f'{path}: {problem}; fix: restore the archive with `git checkout -- {os.path.dirname(path)}`, '
+                      'or delete that folder to train the run again')
+
+
 def archived_info(archive: str, name: str) -> Optional[dict]:
-    """The ``fingerprint.json`` of ``archive/<name>`` or ``None``."""
+    """The ``fingerprint.json`` of ``archive/<name>`` or ``None`` when there is none.
+
+    Raises:
+        SystemExit: one line naming the file, when it is not a readable fingerprint (a cut or edited archive).
+    """
     path = os.path.join(archive, name, 'fingerprint.json')
     if not os.path.isfile(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            info = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad_archive(path, f'not a readable fingerprint ({type(e).__name__}: {e})') from None
+    if not isinstance(info, dict) or not isinstance(info.get('files'), list) or 'fingerprint' not in info:
+        raise _bad_archive(path, 'not a fingerprint file (no fingerprint / files)')
+    return info
+
+
+def _check_archived_file(path: str, digest: Optional[str]) -> None:
+    """The archived file exists, is unchanged since archiving (its SHA-256) and, for JSON / CSV, parses with rows."""
+    if not os.path.isfile(path):
+        raise _bad_archive(path, 'listed in fingerprint.json but missing')
+    if digest is not None and _sha256(path) != digest:
+        raise _bad_archive(path, 'changed after the run was archived (its SHA-256 differs from fingerprint.json)')
+    try:
+        if path.endswith('.json'):
+            with open(path) as f:
+                json.load(f)
+        elif path.endswith('.csv') and pd.read_csv(path).empty:
+            raise ValueError('no rows')
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise _bad_archive(path, f'unreadable ({type(e).__name__}: {e})') from None
 
 
 def restore_run(out: str, archive: str, parts: dict) -> bool:
     """Copy an archived run's files into ``out`` when its fingerprint matches ``parts``; returns whether it did.
-    A run folder that already holds the files is left as it is (returns ``True`` if the archive matches)."""
+
+    Every listed file is checked first (present, unchanged since archiving, parseable), then copied over whatever
+    ``out`` holds: a stale local run folder never outranks the archive of the same run.
+
+    Raises:
+        SystemExit: one line naming the archive file that is missing, changed or unreadable.
+    """
     name = os.path.basename(os.path.normpath(out))
     info = archived_info(archive, name)
     if info is None or info.get('fingerprint') != run_fingerprint(parts):
         return False
+    digests = info.get('sha256') or {}
+    for rel in info['files']:
+        _check_archived_file(os.path.join(archive, name, rel), digests.get(rel))
     for rel in info['files']:
         dst = os.path.join(out, rel)
-        if not os.path.isfile(dst):
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copy2(os.path.join(archive, name, rel), dst)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.join(archive, name, rel), dst)
     return True
 
 
