@@ -122,3 +122,28 @@ def test_eval_video_refuses_the_image_set(imageqa, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and 'is a set of images' in err and 'train-vlm --benchmark imageqa' in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_model_without_tiles_is_described_as_one_tile(imageqa, caplog):
+    import logging
+    from types import SimpleNamespace
+    from zoo.models.vlm import create_video_llm
+    from zoo.tasks.imageqa import ImageQATraining
+    args = SimpleNamespace(model='pe_vlm_tiny_mrope', benchmark='imageqa', data_dir=imageqa, allow_root=[],
+                           tasks=None, val_data_dir=None, val_fraction=0.2, max_train=None, max_val=None)
+    tower = dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2)
+    for name, kw, one in (('pe_vlm_tiny_mrope', {}, True), ('pe_vlm_tiny_rope_dhr', dict(max_tiles=4), False)):
+        training = ImageQATraining(SimpleNamespace(**dict(vars(args), model=name)))
+        training.img_size = 32
+        model = create_video_llm(name, dim=64, depth=1, num_heads=2, num_kv_heads=1, mlp_hidden=128,
+                                 tower_kwargs=tower, **kw)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger='zoo.train'):
+            text = training.describe(training.open_data(model))
+        logged = [r.getMessage() for r in caplog.records if 'one tile' in r.getMessage()]
+        if one:
+            assert text.startswith('images as one tile of 32 px (no thumbnail) | ') and '+ thumbnail' not in text
+            assert logged == ['pe_vlm_tiny_mrope (scheme mrope) takes no tiles: each image is one tile, resized to '
+                              '32 px, with no thumbnail']
+        else:
+            assert text.startswith('images in tiles of 32 px (at most 4 + thumbnail) | ') and not logged

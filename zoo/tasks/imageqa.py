@@ -7,6 +7,7 @@ tower's input size). Data: :mod:`zoo.datasets.videoqa.imageqa` (``zoo make-image
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
@@ -21,6 +22,8 @@ from .training import TrainingData
 from .videoqa import LETTERS, VideoQABatch, VideoQATask, VideoQATraining, _IGNORE, format_question
 
 __all__ = ['ImageQADataset', 'ImageQATask', 'ImageQATraining', 'vlm_training', 'read_image']
+
+_logger = logging.getLogger('zoo.train')
 
 
 def read_image(path: str) -> torch.Tensor:
@@ -101,7 +104,8 @@ class ImageQATraining(VideoQATraining):
     """``zoo train-vlm --benchmark imageqa``: a video-LLM on multiple-choice image QA with tiled images.
 
     ``--frame-size`` is the tile size (default: the tower's input size); the tile budget is the model's
-    ``max_tiles`` (``--model-kwargs max_tiles=4``; 6 for ``pe_vlm_*_rope_dhr``). Frame options (``--num-frames``,
+    ``max_tiles`` (``--model-kwargs max_tiles=4``; 6 for ``pe_vlm_*_rope_dhr``); with ``max_tiles`` 1 (every scheme
+    but RoPE-DHR) each image is one tile resized to the tile size, with no thumbnail (logged once). Frame options (``--num-frames``,
     ``--sampling``, ``--fps``, ``--fixed-frames``, ``--frame-cache``) do not apply.
     """
     metric_names, samples, files = ('mc acc', 'exact'), 'questions', 'image'
@@ -112,6 +116,11 @@ class ImageQATraining(VideoQATraining):
         return model
 
     def open_data(self, model: nn.Module) -> TrainingData:
+        if model.max_tiles == 1:
+            why = ('takes no tiles' if not model.decoder.pe.spec.takes_tiles else
+                   'has max_tiles 1 (--model-kwargs max_tiles=N for more)')
+            _logger.info('%s (scheme %s) %s: each image is one tile, resized to %d px, with no thumbnail',
+                         self.args.model, model.scheme, why, self.img_size)
         train_rec, val_rec = self._records()
         return TrainingData(ImageQADataset(train_rec), ImageQADataset(val_rec), collate_videoqa,
                             sorted({r.task for r in train_rec}),
@@ -127,8 +136,10 @@ class ImageQATraining(VideoQATraining):
                     max_tiles=int(data.data_config['max_tiles']))
 
     def describe(self, data: TrainingData) -> str:
-        return (f'images in tiles of {self.img_size} px (at most {data.data_config["max_tiles"]} + thumbnail) | '
-                f'{len(data.train)} train / {len(data.val)} val questions ({", ".join(data.classes)})')
+        budget = int(data.data_config['max_tiles'])
+        tiles = (f'images as one tile of {self.img_size} px (no thumbnail)' if budget == 1 else
+                 f'images in tiles of {self.img_size} px (at most {budget} + thumbnail)')
+        return (f'{tiles} | {len(data.train)} train / {len(data.val)} val questions ({", ".join(data.classes)})')
 
 
 def vlm_training(args: Any) -> VideoQATraining:
