@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import pytest
 import timm
@@ -187,12 +188,91 @@ def test_evolution_search_improves_and_is_reproducible():
 
 def test_too_small_validation_set_says_so():
     best, base = torch.tensor([1.0, 0.5, 0.9]), torch.tensor([1.1, 0.4, 1.0])
-    decided, msg = paired_decision(best, base, 'pi')
-    assert not decided and 'too small to decide' in msg
-    assert paired_decision(torch.zeros(50), torch.ones(50) * 0.1 + torch.linspace(0, 0.01, 50), 'pi')[0]
+    verdict, msg = paired_decision(best, base, 'pi')
+    assert verdict == 'undecided' and 'too small to decide' in msg
+    assert paired_decision(torch.zeros(50), torch.ones(50) * 0.1 + torch.linspace(0, 0.01, 50), 'pi')[0] == 'better'
     pe = create_pos_encoding('rope_axial', dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4)))
     with pytest.raises(ValueError, match='too small to decide'):
         evolution_search(ladder_of(pe), (2.0, 2.0), lambda f, n: torch.zeros(1), iterations=1)
+
+
+def test_paired_decision_names_the_baseline_that_wins_clearly():
+    """Three outcomes: factors clearly worse than the baseline are not 'too small to decide' (breaker's repro)."""
+    b = torch.ones(200) + torch.linspace(0, 0.01, 200)
+    verdict, msg = paired_decision(b + 0.5, b, 'the best baseline (none)')
+    assert verdict == 'worse' and 'the best baseline (none) wins' in msg and 'too small' not in msg
+    assert paired_decision(b - 0.5, b, 'pi')[0] == 'better'
+    assert paired_decision(b + torch.linspace(-1, 1, 200), b, 'pi')[0] == 'undecided'
+
+
+def test_evolution_search_starts_from_none_and_never_returns_worse_than_it():
+    """``none`` (all factors 1, n_hat 0) is a baseline and in the population even without ``plain``: on a fitness
+    where every factor above 1 costs, the search returns the factors of doing nothing, never worse."""
+    pe = create_pos_encoding('rope_axial', dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4)))
+    noise = torch.randn(64, generator=torch.Generator().manual_seed(0)) * 0.01
+
+    def losses(factors, n_hat):
+        return noise + sum((torch.tensor(r) - 1.0).sum() for r in factors) + torch.tensor(n_hat).sum()
+
+    res = evolution_search(ladder_of(pe), (2.0, 2.0), losses, population=4, mutations=2, crossovers=2, parents=2,
+                           iterations=2)
+    assert 'none' in res.baselines and res.best_baseline == 'none'
+    assert res.factors == [[1.0] * 8, [1.0] * 8] and res.n_hat == [0.0, 0.0] and res.verdict == 'undecided'
+
+
+def _bad_files(tmp_path):
+    good = factors_document('rope_axial', ('rows', 'cols'), [[1.5] * 8, [1.5] * 8], [0, 0], (4, 4), (8, 8))
+    cases = {'n_hat_nan': (dict(n_hat=float('nan')), 'n_hat'), 'n_hat_inf': (dict(n_hat=[0, float('inf')]), 'n_hat'),
+             'three_lists': (dict(factors=[[1.5] * 8] * 3), 'factors'), 'three_n_hat': (dict(n_hat=[0, 0, 0]), 'n_hat'),
+             'other_encoding': (dict(encoding='rope3d', axes=['frames', 'rows', 'cols'], factors=[[1.5] * 8] * 3,
+                                     n_hat=[0, 0, 0]), 'encoding'),
+             'strings': (dict(factors=[['1.5'] * 8, [1.5] * 8]), 'factors'),
+             'booleans': (dict(factors=[[True] * 8, [1.5] * 8]), 'factors'),
+             'n_hat_string': (dict(n_hat='2'), 'n_hat')}
+    out = {}
+    for name, (change, field) in cases.items():
+        path = tmp_path / f'{name}.json'
+        path.write_text(json.dumps(dict(good, **change)))
+        out[name] = (str(path), field)
+    return out
+
+
+def test_bad_factors_files_are_one_line_errors_naming_file_and_field(tmp_path):
+    pe = create_pos_encoding('rope_axial', dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4)))
+    for name, (path, field) in _bad_files(tmp_path).items():
+        with pytest.raises(ValueError) as e:
+            pe.set_extrapolation(f'longrope={path}')
+        msg = str(e.value)
+        assert path in msg and f'"{field}"' in msg and 'fix:' in msg and '\n' not in msg, (name, msg)
+    with pytest.raises(ValueError, match='3 longrope factor lists for at most 2 axes'):
+        pe.set_extrapolation(dict(strategy='longrope', factors=[[1.5] * 8] * 3))
+    with pytest.raises(ValueError, match='n_hat must be a finite position'):
+        pe.set_extrapolation(dict(strategy='longrope', factors=[1.5] * 8, n_hat=float('nan')))
+    mixed = factors_document('rope_mixed_ape', ('rows', 'cols'), [[1.5] * 4] * 2, [0, 0], (4, 4), (8, 8))
+    (tmp_path / 'mixed.json').write_text(json.dumps(mixed))   # rope_mixed and rope_mixed_ape share factors
+    assert _vit('rope_mixed').pe.check_extrapolation(f'longrope={tmp_path / "mixed.json"}').strategy == 'longrope'
+
+
+def test_sweep_refuses_a_bad_factors_file_whatever_the_other_strategies(tmp_path):
+    """``--extrapolation none longrope=BAD`` is an error before any evaluation (not rows marked n/a); a good file
+    that does not apply to one model's encoding still makes that model's rows n/a."""
+    from zoo.sweep.classify import with_strategies
+    from zoo.sweep.engine import SweepModel
+    models = [SweepModel('axial', _vit('rope_axial'), dict(model='axial')),
+              SweepModel('ape', _vit('ape'), dict(model='ape'))]
+    for path, field in _bad_files(tmp_path).values():
+        if field == 'encoding':
+            continue
+        with pytest.raises(ValueError, match='"' + field + '"'):
+            with_strategies(models, ['none', f'longrope={path}'])
+    (tmp_path / 'trunc.json').write_text('{"format": "zoo-longrope/1", "factors": [1.5, ')
+    with pytest.raises(ValueError, match='not readable JSON'):
+        with_strategies(models, ['none', f'longrope={tmp_path / "trunc.json"}'])
+    good = tmp_path / 'good.json'
+    good.write_text(json.dumps(factors_document('rope_axial', ('rows', 'cols'), [[1.5] * 8] * 2, [0, 0], (4, 4),
+                                                (8, 8))))
+    out = with_strategies(models, ['none', f'longrope={good}'])
+    assert [bool(m.info.get('not_applicable')) for m in out] == [False, False, False, True]
 
 
 # ------------------------------------------------------------------------------------------ Ms-PoE per axis
@@ -349,6 +429,28 @@ def test_search_longrope_command_on_a_tiny_checkpoint(tmp_path, capsys):
     assert len({r['loss'] for r in rows if r['size'] == 32}) == 1  # unchanged at the training size
     assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', out, '--val-size', '4']) == 2
     assert 'too small to decide' in capsys.readouterr().err
+    big = str(tmp_path / 'big.json')   # 3200 px on a 32 px model: refused on the memory estimate, before any image
+    assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', big, '--scale', '100']) == 2
+    assert 'GiB of memory' in capsys.readouterr().err and not os.path.exists(big)
+    assert main(['search-longrope', '--run', run, '--data-dir', data, '--output', big, '--frames', '16']) == 2
+    assert '--frames 16: an image classifier has no frames' in capsys.readouterr().err
+
+
+def test_search_longrope_writes_no_file_when_a_baseline_wins(tmp_path, monkeypatch, capsys):
+    """Worse than the best baseline by more than 2 SE: the command names the baseline, writes nothing, exits 1."""
+    import zoo.sweep.search_longrope as sl
+    from zoo.encodings.longrope_search import SearchResult
+    pe = create_pos_encoding('rope_axial', dict(dim=64, num_heads=2, depth=1, grid_size=(4, 4)))
+    res = SearchResult([[1.5] * 8] * 2, [0, 0], 2.0, dict(none=1.0), 'none', 'worse',
+                       'the best baseline (none) wins: ...')
+    monkeypatch.setattr(sl, '_checkpoint', lambda args: 'x.pth')
+    monkeypatch.setattr('zoo.runs.models.load_model', lambda spec: (torch.nn.Linear(1, 1), dict(model_name='m')))
+    monkeypatch.setattr('zoo.runs.models.recorded_model_name', lambda path: 'm')
+    monkeypatch.setattr(sl, '_image_fitness', lambda *a: (pe, None, None, (2.0, 2.0), (8, 8), '64 px'))
+    monkeypatch.setattr(sl, 'evolution_search', lambda *a, **k: res)
+    out = tmp_path / 'f.json'
+    assert sl.main(['--checkpoint', 'x.pth', '--data-dir', str(tmp_path), '--output', str(out)]) == 1
+    assert not out.exists() and 'the best baseline (none) wins' in capsys.readouterr().out
 
 
 def test_search_longrope_command_on_a_tiny_video_llm(tmp_path, capsys):

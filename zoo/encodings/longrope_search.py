@@ -1,5 +1,6 @@
 """LongRoPE's evolutionary search of per-frequency factors (Ding et al. 2024, Sec. 3.2), CPU-sized: the frequency
-ladder of an encoding, the paper's initial population (PI, NTK and YaRN as factors), mutation and crossover under the
+ladder of an encoding, the paper's initial population (PI, NTK and YaRN as factors, plus
+``none``: all factors 1), mutation and crossover under the
 monotone constraint, and the paired decision whether the best candidate beats the baselines. The factors file and the
 options are :mod:`zoo.encodings.longrope`; ``zoo search-longrope`` (:mod:`zoo.sweep.search_longrope`) runs it.
 """
@@ -114,7 +115,8 @@ class SearchResult:
         loss: its mean validation loss.
         baselines: mean loss of ``none`` and of each initial strategy (``pi``, ``ntk``, ``yarn``).
         best_baseline: the name of the best baseline.
-        decided: whether the validation set separates the best candidate from the best baseline (paired, 2 SE).
+        verdict: :func:`paired_decision` of the best candidate against the best baseline: ``'better'``,
+            ``'worse'`` or ``'undecided'``.
         message: one line saying so (or why not).
         history: best mean loss after each iteration.
         evaluations: candidates evaluated.
@@ -124,31 +126,43 @@ class SearchResult:
     loss: float
     baselines: Dict[str, float]
     best_baseline: str
-    decided: bool
+    verdict: str
     message: str
     history: List[float] = field(default_factory=list)
     evaluations: int = 0
 
+    @property
+    def decided(self) -> bool:
+        """The searched factors beat the best baseline (verdict ``'better'``)."""
+        return self.verdict == 'better'
 
-def paired_decision(best: torch.Tensor, base: torch.Tensor, what: str) -> Tuple[bool, str]:
-    """Does the per-sample loss ``best`` beat ``base`` on the same samples (mean difference > 2 standard errors)?
+
+def paired_decision(best: torch.Tensor, base: torch.Tensor, what: str) -> Tuple[str, str]:
+    """Compare the per-sample losses ``best`` and ``base`` (``(N,)``, the same ``N`` samples): the paired mean
+    difference ``base - best`` against 2 standard errors.
 
     Returns:
-        ``(decided, one line)``; undecided lines say the validation set is too small to decide.
+        ``(verdict, one line)``: verdict ``'better'`` (``best`` lower by more than 2 SE), ``'worse'`` (higher by more
+        than 2 SE: the line says ``what`` wins) or ``'undecided'`` (within 2 SE, or the same loss on every sample:
+        the line says the validation set is too small to decide).
     """
     d = (base - best).double()
     n = d.numel()
     mean = float(d.mean())
     se = float(d.std(unbiased=True) / math.sqrt(n)) if n > 1 else float('inf')
     if n > 1 and se == 0.0 and mean == 0.0:
-        return False, (f'no candidate beat {what} on the {n} validation samples (the same loss on every one); the '
-                       'file holds its factors: the validation set is too small to decide, or this is the best the '
-                       'search finds; fix: use more validation samples or iterations')
+        return 'undecided', (f'no candidate beat {what} on the {n} validation samples (the same loss on every one): '
+                             'the validation set is too small to decide, or this is the best the search finds; fix: '
+                             'use more validation samples or iterations')
     if mean > 2 * se:
-        return True, f'the searched factors beat {what} by {mean:.4f} +- {se:.4f} mean loss on {n} validation samples'
-    return False, (f'the validation set is too small to decide: the searched factors beat {what} by {mean:.4f} '
-                   f'+- {se:.4f} mean loss on {n} samples (less than 2 standard errors); fix: use more validation '
-                   'samples')
+        return 'better', (f'the searched factors beat {what} by {mean:.4f} +- {se:.4f} mean loss on {n} validation '
+                          'samples')
+    if -mean > 2 * se:
+        return 'worse', (f'{what} wins: the searched factors lose to it by {-mean:.4f} +- {se:.4f} mean loss on {n} '
+                         'validation samples (more than 2 standard errors); use it instead of these factors')
+    return 'undecided', (f'the validation set is too small to decide: the searched factors beat {what} by '
+                         f'{mean:.4f} +- {se:.4f} mean loss on {n} samples (less than 2 standard errors); fix: use '
+                         'more validation samples')
 
 
 def evolution_search(ladder: Ladder, scale: Sequence[float], losses: Callable[[List[List[float]], List[float]],
@@ -167,7 +181,8 @@ def evolution_search(ladder: Ladder, scale: Sequence[float], losses: Callable[[L
         population, mutations, crossovers, parents, iterations: the loop's sizes (paper: 64, 16, 16, 32, 40).
         n_hat_choices: the ``n_hat`` space (positions; choices above the largest training extent are dropped).
         seed: the random generator's seed (the search is reproducible).
-        plain: ``() -> (N,)`` losses without any strategy (reported as the ``none`` baseline).
+        plain: ``() -> (N,)`` losses without any strategy (the ``none`` baseline; without it, ``none`` is the
+            losses of all factors 1, n_hat 0, which is also in the starting population).
         log: receives one line per iteration.
 
     Returns:
@@ -217,12 +232,13 @@ def evolution_search(ladder: Ladder, scale: Sequence[float], losses: Callable[[L
         return rows, n_hat
 
     init = initial_factors(ladder, scale)
-    seeds = [(init[s], [0.0] * num_axes) for s in ('pi', 'ntk', 'yarn')]
-    baselines = {s: float(evaluate(c).mean()) for s, c in zip(('pi', 'ntk', 'yarn'), seeds)}
-    base_losses = {s: evaluate(c) for s, c in zip(('pi', 'ntk', 'yarn'), seeds)}
-    if plain is not None:
+    init['none'] = [[1.0] * n for _ in range(num_axes)]  # all factors 1, n_hat 0: LongRoPE doing nothing
+    names = ('none', 'pi', 'ntk', 'yarn')
+    seeds = [(init[s], [0.0] * num_axes) for s in names]
+    base_losses = {s: evaluate(c) for s, c in zip(names, seeds)}
+    if plain is not None:  # the model without any strategy (the same as factors 1 when LongRoPE is exact)
         base_losses['none'] = plain().detach().double().flatten()
-        baselines['none'] = float(base_losses['none'].mean())
+    baselines = {s: float(v.mean()) for s, v in base_losses.items()}
     pop = list(seeds)
     while len(pop) < population:
         pop.append(mutate(rng.choice(seeds)))
@@ -239,6 +255,6 @@ def evolution_search(ladder: Ladder, scale: Sequence[float], losses: Callable[[L
         pop = top + children
     best = min(pop, key=lambda c: float(evaluate(c).mean()))
     best_name = min(baselines, key=baselines.get)
-    decided, message = paired_decision(evaluate(best), base_losses[best_name], f'the best baseline ({best_name})')
+    verdict, message = paired_decision(evaluate(best), base_losses[best_name], f'the best baseline ({best_name})')
     return SearchResult([list(r) for r in best[0]], list(best[1]), float(evaluate(best).mean()), baselines,
-                        best_name, decided, message, history, len(cache))
+                        best_name, verdict, message, history, len(cache))

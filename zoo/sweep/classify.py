@@ -126,13 +126,18 @@ def with_strategies(models: List[SweepModel], strategies: Optional[Sequence[str]
 
     Raises:
         ValueError: no (model, strategy) pair applies at all (naming the model, the encoding and the strategies it
-            takes).
+            takes), or a ``longrope=FILE`` whose file is bad on its own (:func:`zoo.encodings.longrope.load_factors`:
+            missing, not JSON, bad fields), whatever the other strategies.
     """
     if not strategies:
         for m in models:
             m.info.setdefault('strategy', '')
             m.info.setdefault('extrapolation', _describe(getattr(m.model, 'pe', None)))
         return models
+    from zoo.encodings.longrope import load_factors
+    for strategy in dict.fromkeys(strategies):  # a bad factors file is the user's error, whichever model it meets
+        if isinstance(strategy, str) and strategy.startswith('longrope='):
+            load_factors(strategy.partition('=')[2], f'--extrapolation {strategy}')
     out, refused = [], []
     for m in models:
         pe = getattr(m.model, 'pe', None)

@@ -14,9 +14,11 @@ Ding et al. 2024, "LongRoPE" (arXiv:2402.13753), Sec. 3.2; the loop and its size
 
 The best factors go to ``--output`` (JSON, written atomically; :mod:`zoo.encodings.longrope` has the format), which
 ``--extrapolation longrope=FILE`` (``zoo eval-resolution`` / ``eval-frames``) or
-``pe.set_extrapolation('longrope=FILE')`` take. When the best candidate does not beat the best of none / PI / NTK / YaRN by two standard errors of the paired
-per-sample loss difference, the command says the validation set is too small to decide (the file is still written,
-with ``search.decided = false``); fewer than 8 samples are refused up front.
+``pe.set_extrapolation('longrope=FILE')`` take. The best candidate is compared with the best of none / PI / NTK /
+YaRN by the paired per-sample loss difference: better by more than two standard errors, the file is written (exit 0);
+within two standard errors, the command says the validation set is too small to decide (the file is still written,
+with ``search.decided = false``, exit 0); worse by more than two, the command names the baseline that wins and
+writes no file (exit 1). Fewer than 8 samples are refused up front.
 """
 from __future__ import annotations
 
@@ -110,16 +112,21 @@ def search_longrope(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                            crossovers=args.crossovers, parents=args.parents, iterations=args.iterations,
                            seed=args.seed, plain=plain, log=_logger.info)
     grid = pe.extrapolation.train_grid
+    pe.set_extrapolation('none')
+    if res.verdict == 'worse':  # factors that lose are not written: the baseline is what to use
+        _logger.warning('%s; no factors file written', res.message)
+        return dict(path=None, decided=False, verdict=res.verdict, message=res.message + '; no factors file written',
+                    result=res)
     doc = factors_document(ladder.encoding, ladder.axes, res.factors, res.n_hat, grid, target, dict(
         checkpoint=os.path.abspath(path), model=meta.get('model_name'), target=what, loss=res.loss,
-        baselines=res.baselines, best_baseline=res.best_baseline, decided=res.decided, message=res.message,
+        baselines=res.baselines, best_baseline=res.best_baseline, decided=res.decided, verdict=res.verdict,
+        message=res.message,
         history=res.history, evaluations=res.evaluations, samples=args.val_size, seed=args.seed,
         sizes=dict(population=args.population, mutations=args.mutations, crossovers=args.crossovers,
                    parents=args.parents, iterations=args.iterations)))
     from zoo.datasets.files import write_text_atomic
     write_text_atomic(args.output, json.dumps(doc, indent=1) + '\n')
-    pe.set_extrapolation('none')
-    return dict(path=args.output, decided=res.decided, message=res.message, result=res)
+    return dict(path=args.output, decided=res.decided, verdict=res.verdict, message=res.message, result=res)
 
 
 # ----------------------------------------------------------------------------------------- image classifier
@@ -134,12 +141,16 @@ def _image_fitness(args, model, meta, device):
     if pe is None or 'longrope' not in getattr(pe, 'extrapolation_strategies', ()):
         raise ValueError(f'{meta.get("model_name")}: its encoding does not take longrope; the rotary encodings '
                          'rope_axial, rope_mixed, rope_mixed_ape, rope3d and multimodal_rope do')
+    if args.frames is not None:
+        raise ValueError(f'--frames {args.frames}: an image classifier has no frames (--frames is for video-LLMs); '
+                         'fix: drop --frames and set the target size with --scale')
     train = int(meta.get('img_size') or model.patch_embed.img_size[0])
     patch = patch_size_of(model)
     target = int(round(train * args.scale / patch)) * patch
     if target <= train:
         raise ValueError(f'--scale {args.scale} at {train} px with {patch} px patches gives {target} px: no larger '
                          'grid')
+    _check_image_memory(args, model, target, patch)
     cfg = dict(meta.get('data_config') or resolve_data_config({}, model=model))
     tf = create_transform((3, target, target), is_training=False, interpolation=cfg['interpolation'],
                           mean=tuple(cfg['mean']), std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])
@@ -177,6 +188,27 @@ def _image_fitness(args, model, meta, device):
     s = target / train
     return pe, losses, plain, (s, s), (pe.extrapolation.train_grid[0] * s, pe.extrapolation.train_grid[1] * s), \
         f'{target} px ({s:g}x the training side)'
+
+
+def _check_image_memory(args, model, target: int, patch: int) -> None:
+    """Refuse a search whose preloaded validation images plus one batch's activations would not fit in memory, before
+    any image is read (:func:`zoo.datasets.video.check_memory`, the check eval-frames uses: ``MemAvailable``).
+
+    The estimate (float32): ``val_size * 3 * target**2`` for the images, and per batch ``tokens * embed_dim * 16``
+    (a block's activations) plus ``heads * tokens**2`` (an attention matrix where SDPA falls back to the math path).
+
+    Raises:
+        zoo.datasets.video.VideoMemoryError (a ValueError): the estimate is above the available memory.
+    """
+    from zoo.datasets.video import check_memory
+    tokens = (target // patch) ** 2
+    heads = max([getattr(m, 'num_heads', 1) for m in model.modules() if hasattr(m, 'num_heads')] or [1])
+    dim = int(getattr(model, 'embed_dim', 0) or getattr(model, 'num_features', 0) or 0)
+    batch = min(args.batch_size, args.val_size)
+    need = 4 * (args.val_size * 3 * target ** 2 + batch * (tokens * dim * 16 + heads * tokens ** 2))
+    check_memory(need, f'--scale {args.scale:g} ({target} px images, {tokens} tokens) with --val-size '
+                 f'{args.val_size} and --batch-size {args.batch_size}',
+                 'fix: lower --scale, --val-size or --batch-size')
 
 
 # ---------------------------------------------------------------------------------------------------- video-LLM
@@ -254,8 +286,12 @@ def _vlm_fitness(args, model, meta, device):
 
 
 def main(argv: List[str]) -> int:
-    """The CLI entry: prints the file written and the decision; status 0 (the file is written either way)."""
+    """The CLI entry: prints the file written and the decision; status 0 when the file is written (the factors beat
+    the best baseline, or the validation set is too small to decide), 1 when a baseline beats them (no file)."""
     out = search_longrope(argv)
+    if out['path'] is None:
+        print(out['message'])
+        return 1
     print(f'factors: {out["path"]}')
     print(out['message'])
     return 0
