@@ -82,6 +82,10 @@ def test_reader_counts_bad_rows(imageqa, tmp_path):
     recs, rep = load_benchmark('imageqa', str(root))
     assert not recs and dict(rep.skipped) == {'outside_root': 1, 'answer_not_in_options': 1, 'missing_video': 1,
                                               'malformed_row': 1}
+    hint = rep.hint()
+    assert 'rows name images that lead outside the data root' in hint and 'video' not in hint, hint
+    assert f"to read them, pass --allow-root {os.path.dirname(os.path.realpath(src))} (repeatable)" in hint, hint
+    assert "1 rows name images that do not exist (e.g. 'none.png')" in hint, hint
     recs, _ = load_benchmark('imageqa', str(root), allow_roots=[imageqa])
     assert [r.answer for r in recs] == [0] and recs[0].extra['modality'] == 'image'
 

@@ -177,12 +177,15 @@ def test_mvbench_rows_with_bad_windows_questions_or_options_are_counted(tmp_path
     (root / 'json').mkdir()
     (root / 'json' / 't.json').write_text(json.dumps(rows))  # NaN written as NaN, as Python writes it
     recs, rep = load_benchmark('mvbench', str(root))
-    assert dict(rep.skipped) == dict(bad_window=4, no_question=1, duplicate_options=1, empty_option=1, no_answer=1,
-                                     malformed_row=2), dict(rep.skipped)
+    assert dict(rep.skipped) == dict(bad_window=3, no_question=1, duplicate_options=1, empty_option=1, no_answer=1,
+                                     malformed_row=3), dict(rep.skipped)   # 'abc' is malformed, not a window
     assert [(r.id, r.start, r.end) for r in recs] == [('t/0', None, None), ('t/11', 0.5, 1.5), ('t/12', None, None)]
     ex = dict(rep.summary()['examples'])
-    assert "start 'abc' is not a number of seconds" in ex['bad_window'][0][1]
-    assert 'not an object' in ex['malformed_row'][0][1]
+    assert "start 'abc' is not a number of seconds" in ex['malformed_row'][0][1]
+    assert 'not an object' in ex['malformed_row'][1][1]
+    assert [d for _, d in ex['bad_window']] == ["start nan is not a finite number of seconds >= 0",
+                                                'end 0.5 s is not after start 1.5 s',
+                                                'start -1 is not a finite number of seconds >= 0']
 
 
 def test_videomme_duplicate_ids_and_missing_video_ids(tmp_path):

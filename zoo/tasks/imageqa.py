@@ -105,8 +105,8 @@ class ImageQATraining(VideoQATraining):
 
     ``--frame-size`` is the tile size (default: the tower's input size); the tile budget is the model's
     ``max_tiles`` (``--model-kwargs max_tiles=4``; 6 for ``pe_vlm_*_rope_dhr``); with ``max_tiles`` 1 (every scheme
-    but RoPE-DHR) each image is one tile resized to the tile size, with no thumbnail (logged once). Frame options (``--num-frames``,
-    ``--sampling``, ``--fps``, ``--fixed-frames``, ``--frame-cache``) do not apply.
+    but RoPE-DHR) each image is one tile resized to the tile size, with no thumbnail (logged once). Frame options
+    (``--num-frames``, ``--sampling``, ``--fps``, ``--fixed-frames``, ``--frame-cache``) do not apply.
     """
     metric_names, samples, files = ('mc acc', 'exact'), 'questions', 'image'
 

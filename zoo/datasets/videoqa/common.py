@@ -69,8 +69,8 @@ class LoadReport:
     ``--allow-root`` folders), ``escapes_root`` (a video name that leaves the data root by ``..`` or an absolute
     path), ``no_video`` (no video name), ``no_question``, ``empty_option``, ``duplicate_options``, ``no_answer``
     (an empty answer, or none in the answer file), ``answer_not_in_options``, ``bad_window`` (a start / end that is
-    not a number of seconds, negative, or not increasing), ``duplicate_id`` (a question id seen before; the first row
-    is kept) and ``malformed_row`` (a row that is not an object, or lacks fields).
+    not finite, negative, or not increasing), ``duplicate_id`` (a question id seen before; the first row is kept)
+    and ``malformed_row`` (a row that is not an object, lacks fields, or has a start / end that is no number).
 
     ``examples`` keeps up to 5 ``(row id, detail)`` pairs per reason.
     """
@@ -84,6 +84,8 @@ class LoadReport:
 
     #: folders that ``--allow-root`` would admit (targets of symlinks that leave the data root)
     allow_roots_needed: List[str] = field(default_factory=list)
+    #: what the rows name, for the messages: ``'video'``, or ``'image'`` for the image-QA reader
+    media: str = 'video'
     #: the ids of the rows kept so far (a repeated id is skipped as ``duplicate_id``)
     ids: set = field(default_factory=set, repr=False)
 
@@ -96,21 +98,21 @@ class LoadReport:
     def hint(self) -> str:
         """What to do about the skipped rows, one sentence (``''`` when nothing is skipped for a reason with a
         fix): symlinks leaving the data root name ``--allow-root``, missing videos the layout."""
-        parts = []
+        parts, m = [], self.media
         if self.skipped.get('outside_root'):
             first = self.examples['outside_root'][0][1]
             dirs = ' '.join(f'--allow-root {d}' for d in self.allow_roots_needed[:3])
-            parts.append(f'{self.skipped["outside_root"]} rows name videos that lead outside the data root (e.g. '
+            parts.append(f'{self.skipped["outside_root"]} rows name {m}s that lead outside the data root (e.g. '
                          f'{first})' + (f'; to read them, pass {dirs} (repeatable)' if dirs else ''))
         if self.skipped.get('escapes_root'):
             first = self.examples['escapes_root'][0][1]
-            parts.append(f'{self.skipped["escapes_root"]} rows name videos by paths that leave the data root (e.g. '
-                         f'{first}); video names must stay inside the data root: fix the annotation file')
+            parts.append(f'{self.skipped["escapes_root"]} rows name {m}s by paths that leave the data root (e.g. '
+                         f'{first}); {m} names must stay inside the data root: fix the annotation file')
         if self.skipped.get('missing_video'):
             first = self.examples['missing_video'][0][1]
-            parts.append(f'{self.skipped["missing_video"]} rows name videos that do not exist (e.g. {first!r}); '
+            parts.append(f'{self.skipped["missing_video"]} rows name {m}s that do not exist (e.g. {first!r}); '
                          f'check the layout: {get_benchmark(self.benchmark)[1]}' if self.benchmark in _REGISTRY else
-                         f'{self.skipped["missing_video"]} rows name videos that do not exist (e.g. {first!r})')
+                         f'{self.skipped["missing_video"]} rows name {m}s that do not exist (e.g. {first!r})')
         return '; '.join(parts)
 
     def summary(self) -> Dict[str, Any]:
@@ -442,8 +444,9 @@ def window_seconds(row: Dict[str, Any], start_key: str = 'start', end_key: str =
     """A row's optional ``(start, end)`` window in seconds (absent, null or ``''``: ``None``).
 
     Raises:
-        RowError: (reason ``bad_window``) a value that is not a finite number, a negative one, or an end not after
-            the start: never read as 0 or the whole video.
+        RowError: reason ``malformed_row``: a value that is no number (``"abc"``, a list, a bool); reason
+            ``bad_window``: a number that is not finite, a negative one, or an end not after the start. Never read as
+            0 or the whole video.
     """
     out = []
     for key in (start_key, end_key):
@@ -452,9 +455,11 @@ def window_seconds(row: Dict[str, Any], start_key: str = 'start', end_key: str =
             out.append(None)
             continue
         try:
+            if isinstance(x, bool):
+                raise TypeError(key)
             v = float(x)
         except (TypeError, ValueError):
-            raise RowError('bad_window', f'{key} {x!r} is not a number of seconds') from None
+            raise RowError('malformed_row', f'{key} {x!r} is not a number of seconds') from None
         if not math.isfinite(v) or v < 0:
             raise RowError('bad_window', f'{key} {x!r} is not a finite number of seconds >= 0')
         out.append(v)

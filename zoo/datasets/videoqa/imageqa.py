@@ -13,7 +13,7 @@ import json
 import os
 from typing import List, Optional, Sequence, Tuple
 
-from ..folder import inside_any
+from ..folder import allow_root_hint, escape_of, inside_any
 from .common import BenchmarkFormatError, LoadReport, VideoQARecord, register_benchmark
 
 LAYOUT = ('<root>/json/<task>.json (JSON list of {image, question, candidates, answer}) with images in '
@@ -31,12 +31,12 @@ def read_imageqa(root: str, tasks: Optional[Sequence[str]] = None,
 
     Rows are skipped and counted per reason: ``malformed_row`` (not an object, a missing field, fewer than 2
     candidates), ``answer_not_in_options``, ``missing_video`` (no such image), ``outside_root`` (an image path that
-    leaves the root and the ``allow_roots``).
+    leaves the root and the ``allow_roots``; the report's hint names the ``--allow-root`` that would admit it).
 
     Raises:
         BenchmarkFormatError: no ``json/*.json``, a requested task missing, or a file that is not a JSON list.
     """
-    report = LoadReport('imageqa', root)
+    report = LoadReport('imageqa', root, media='image')
     files = sorted(glob.glob(os.path.join(root, 'json', '*.json')))
     names = {os.path.splitext(os.path.basename(f))[0]: f for f in files}
     if not names:
@@ -79,7 +79,11 @@ def read_imageqa(root: str, tasks: Optional[Sequence[str]] = None,
                 report.skip('missing_video', rid, str(row['image']))
                 continue
             if not inside_any(image, allowed):
-                report.skip('outside_root', rid, image)
+                link, target = escape_of(image, root)
+                need = allow_root_hint(target)
+                if need not in report.allow_roots_needed:
+                    report.allow_roots_needed.append(need)
+                report.skip('outside_root', rid, f'{link} -> {target}')
                 continue
             extra = {k2: v for k2, v in row.items() if k2 not in _KNOWN}
             records.append(VideoQARecord(id=rid, video=os.path.abspath(image), question=str(row['question']),

@@ -18,8 +18,8 @@ _KNOWN = set(CANDIDATE_KEYS) | {'start', 'end'}
 
 
 def _fields(task: str, it: Dict[str, Any]) -> Dict[str, Any]:
-    """The record fields of a row; a start / end that is not a number of seconds raises ``RowError`` (counted as
-    ``bad_window``)."""
+    """The record fields of a row; a start / end that is no number raises ``RowError`` (counted as
+    ``malformed_row``), one that is negative, not finite or not increasing too (counted as ``bad_window``)."""
     start, end = window_seconds(it)
     return dict(start=start, end=end, task=task, category=task,
                 extra={k: v for k, v in it.items() if k not in _KNOWN})
