@@ -1,6 +1,8 @@
 """Command-line options of ``zoo train`` and how they are layered.
 
-A new run: built-in defaults < ``--config`` YAML < flags given on the command line.
+A new run: built-in defaults < ``--config`` YAML < flags given on the command line. A ``--sched`` other than
+``hold_cosine`` on the command line drops the config's ``hold_until`` / ``hold_release_by`` (logged; they do not
+apply); typed on the command line they are refused.
 
 ``--resume``: the run's recorded options are restored, all of them. A flag (on the command line or in ``--config``)
 that contradicts a recorded value is an error naming both values, unless it is one of :data:`MAY_CHANGE_ON_RESUME`
@@ -10,6 +12,7 @@ with ``--initial-checkpoint``.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -24,6 +27,10 @@ __all__ = ['build_train_parser', 'parse_train_args', 'load_yaml_config', 'add_ru
 
 # Options that name the session rather than the run: never compared with the record.
 SESSION_OPTIONS = ('config', 'output', 'resume', 'overwrite')
+#: options of ``--sched hold_cosine`` only: dropped (logged) when a config gives them and the command line another sched
+HOLD_OPTIONS = ('hold_until', 'hold_release_by')
+
+_logger = logging.getLogger('zoo.train')
 # Recorded options that a resumed run may change: the schedule length and options that do not change any result.
 MAY_CHANGE_ON_RESUME = ('epochs', 'no_progress', 'pin_mem', 'results_file', 'allow_root')
 
@@ -409,7 +416,7 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
         layers = dict(base)
         layers.update({k: v for k, v in config.items() if k in MAY_CHANGE_ON_RESUME or k in SESSION_OPTIONS})
     else:
-        layers = config
+        layers = _drop_config_hold_options(config, given, args.config)
     if layers:
         parser.set_defaults(**layers)
         args = parser.parse_args(argv)
@@ -425,6 +432,19 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     if check_required:
         (validate or _validate)(args)
     return args
+
+
+def _drop_config_hold_options(config: Dict[str, Any], given: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """``config`` without its :data:`HOLD_OPTIONS` when the command line sets ``--sched`` to another schedule (they
+    do not apply; one logged line). Hold options typed on the command line are kept (``_validate`` refuses them)."""
+    if 'sched' not in given or given['sched'] == 'hold_cosine':
+        return config
+    dropped = [k for k in HOLD_OPTIONS if config.get(k) is not None and k not in given]
+    if not dropped:
+        return config
+    _logger.info('--sched %s on the command line: %s from --config %s dropped (they apply to --sched hold_cosine '
+                 'only)', given['sched'], ' and '.join(f'{_flag(k)} {config[k]}' for k in dropped), path)
+    return {k: v for k, v in config.items() if k not in dropped}
 
 
 def _show(value: Any) -> str:
