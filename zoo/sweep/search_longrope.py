@@ -34,10 +34,14 @@ import torch.nn.functional as F
 from zoo.encodings.longrope import factors_document
 from zoo.encodings.longrope_search import evolution_search, ladder_of
 
-__all__ = ['build_parser', 'search_longrope', 'main', 'MIN_SAMPLES']
+__all__ = ['build_parser', 'search_longrope', 'main', 'MIN_SAMPLES', 'MemoryEstimateError']
 
 _logger = logging.getLogger(__name__)
 MIN_SAMPLES = 8
+
+
+class MemoryEstimateError(ValueError):
+    """A search whose images and activations would not fit in the available memory (estimated before reading)."""
 
 
 def build_parser(prog: str = 'zoo search-longrope') -> argparse.ArgumentParser:
@@ -192,23 +196,27 @@ def _image_fitness(args, model, meta, device):
 
 def _check_image_memory(args, model, target: int, patch: int) -> None:
     """Refuse a search whose preloaded validation images plus one batch's activations would not fit in memory, before
-    any image is read (:func:`zoo.datasets.video.check_memory`, the check eval-frames uses: ``MemAvailable``).
+    any image is read (against :func:`zoo.datasets.video.available_memory`, as eval-frames' check: ``MemAvailable``).
 
     The estimate (float32): ``val_size * 3 * target**2`` for the images, and per batch ``tokens * embed_dim * 16``
     (a block's activations) plus ``heads * tokens**2`` (an attention matrix where SDPA falls back to the math path).
 
     Raises:
-        zoo.datasets.video.VideoMemoryError (a ValueError): the estimate is above the available memory.
+        MemoryEstimateError (a ValueError): the estimate is above the available memory.
     """
-    from zoo.datasets.video import check_memory
+    from zoo.datasets.video import available_memory
     tokens = (target // patch) ** 2
     heads = max([getattr(m, 'num_heads', 1) for m in model.modules() if hasattr(m, 'num_heads')] or [1])
     dim = int(getattr(model, 'embed_dim', 0) or getattr(model, 'num_features', 0) or 0)
     batch = min(args.batch_size, args.val_size)
     need = 4 * (args.val_size * 3 * target ** 2 + batch * (tokens * dim * 16 + heads * tokens ** 2))
-    check_memory(need, f'--scale {args.scale:g} ({target} px images, {tokens} tokens) with --val-size '
-                 f'{args.val_size} and --batch-size {args.batch_size}',
-                 'fix: lower --scale, --val-size or --batch-size')
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise MemoryEstimateError(f'--scale {args.scale:g} ({target} px images, {tokens} tokens) with --val-size '
+                                  f'{args.val_size} and --batch-size {args.batch_size} needs about '
+                                  f'{need / 2 ** 30:.3g} GiB of memory for the images and one batch\'s activations, '
+                                  f'more than the {avail / 2 ** 30:.3g} GiB available; fix: lower --scale, --val-size '
+                                  'or --batch-size')
 
 
 # ---------------------------------------------------------------------------------------------------- video-LLM
