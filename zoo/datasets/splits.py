@@ -11,7 +11,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .folder import TailCheckingBatchSampler
 from .image_folder import SafeImageFolder, collate_skip_bad
-from .video import FrameCache, FrameSampling
+from .video import VIDEO_EXTENSIONS, FrameCache, FrameSampling
 from .video_folder import SafeVideoFolder
 
 _logger = logging.getLogger('zoo.datasets')
@@ -21,25 +21,32 @@ __all__ = ['check_class_folders', 'load_class_map', 'apply_class_map', 'open_fol
            'configure_clips']
 
 
-def check_class_folders(root: str) -> None:
-    """Raise ``FileNotFoundError`` naming the class folders of ``root`` that hold no image file (torchvision's own
-    message would read as if the whole split were empty); hidden folders are no classes."""
+def check_class_folders(root: str, extensions: Sequence[str] = IMG_EXTENSIONS, kind: str = 'image') -> None:
+    """Raise ``FileNotFoundError`` naming the class folders of ``root`` that hold no file of ``extensions`` when
+    others do (torchvision's own message would read as if the whole split were empty); hidden folders are no
+    classes. ``kind`` names the files in the message (``'image'``, ``'video'``)."""
     if not os.path.isdir(root):
         return
+    exts = tuple(e.lower() for e in extensions)
     classes = sorted(d.name for d in os.scandir(root) if d.is_dir() and not d.name.startswith('.'))
     empty = []
     for c in classes:
-        has_image = False
-        for _, _, files in os.walk(os.path.join(root, c), followlinks=True):
-            if any(f.lower().endswith(IMG_EXTENSIONS) for f in files):
-                has_image = True
+        found, visited = False, set()
+        for dirpath, dirnames, files in os.walk(os.path.join(root, c), followlinks=True):
+            real = os.path.realpath(dirpath)
+            if real in visited:  # a symlink loop: walk each folder once
+                dirnames[:] = []
+                continue
+            visited.add(real)
+            if any(f.lower().endswith(exts) for f in files):
+                found = True
                 break
-        if not has_image:
+        if not found:
             empty.append(c)
     if empty and len(empty) < len(classes):
-        raise FileNotFoundError(f'class folder(s) {empty[:10]} of {root!r} hold no images (of {len(classes)} class '
-                                f'folders; extensions {", ".join(IMG_EXTENSIONS)}); add images or remove the empty '
-                                'folder(s)')
+        raise FileNotFoundError(f'class folder(s) {empty[:10]} of {root!r} hold no {kind}s ({len(empty)} of '
+                                f'{len(classes)} class folders; extensions {", ".join(extensions)}); add {kind}s or '
+                                'remove the empty folder(s)')
 
 
 def load_class_map(path: str) -> Dict[str, int]:
@@ -127,9 +134,11 @@ def open_video_split(root: str, data_root: str, max_per_class: Optional[int] = N
     Sampling, size and normalisation are set later by :func:`configure_clips`.
 
     Raises:
-        FileNotFoundError: no folder, no class folders or no videos. NotADirectoryError: ``root`` is a file.
+        FileNotFoundError: no folder, no class folders, no videos, or class folders without videos (named, by
+            :func:`check_class_folders`). NotADirectoryError: ``root`` is a file.
         ValueError: a bad ``class_map``, a single class.
     """
+    check_class_folders(root, VIDEO_EXTENSIONS, 'video')
     ds = SafeVideoFolder(root, data_root=data_root, max_per_class=max_per_class, allow_roots=allow_roots)
     if class_map:
         apply_class_map(ds, load_class_map(class_map), class_map)
