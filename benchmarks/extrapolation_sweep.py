@@ -117,15 +117,21 @@ def search(args, runs: List[str], env) -> None:
     """``zoo search-longrope`` for every LongRoPE run without its factors file (``<run>/longrope.json``)."""
     for r in _longrope_runs(runs):
         out = os.path.join(r, 'longrope.json')
-        if os.path.isfile(out):
+        lost = os.path.join(r, 'longrope.baseline-wins.txt')
+        if os.path.isfile(out) or os.path.isfile(lost):
             continue
         cmd = [sys.executable, '-m', 'zoo.cli', 'search-longrope', '--run', r, '--data-dir', args.data, '--split',
                'train', '--scale', str(max(args.sizes) / 32), '--val-size', str(args.search_val), '--output', out,
                '--threads', str(args.threads), *args.search_extra]
         log('search: ' + ' '.join(cmd[3:]))
         with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
-            if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode:
-                raise SystemExit(f'search-longrope for {r} failed; see {args.out}/extrapolation.log')
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
+        if rc == 1:  # a baseline (none / PI / NTK / YaRN) wins beyond 2 SE: no factors file, no longrope rows
+            with open(lost, 'w') as f:
+                f.write('zoo search-longrope: a baseline wins (see extrapolation.log); no factors written\n')
+            log(f'search: a baseline wins for {r}; its longrope rows are left out')
+        elif rc:
+            raise SystemExit(f'search-longrope for {r} failed; see {args.out}/extrapolation.log')
 
 
 def _eval_command(args, runs: List[str], strategies, output: str) -> List[str]:
@@ -141,7 +147,8 @@ def _eval_command(args, runs: List[str], strategies, output: str) -> List[str]:
 def evaluate(args, runs: List[str], env) -> None:
     cmds = [_eval_command(args, runs, SHARED_STRATEGIES, args.eval_dir)]
     cmds += [_eval_command(args, [r], [f'longrope={os.path.join(r, "longrope.json")}'],
-                           os.path.join(args.eval_dir, 'longrope', os.path.basename(r))) for r in _longrope_runs(runs)]
+                           os.path.join(args.eval_dir, 'longrope', os.path.basename(r))) for r in _longrope_runs(runs)
+             if os.path.isfile(os.path.join(r, 'longrope.json'))]  # runs where a baseline won have no factors
     for cmd in cmds:
         log('evaluate: ' + ' '.join(cmd[3:]))
         with open(os.path.join(args.out, 'extrapolation.log'), 'a') as f:
