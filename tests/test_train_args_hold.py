@@ -36,3 +36,11 @@ def test_config_hold_options_are_dropped_for_a_command_line_sched(tmp_path, capl
 def test_hold_options_typed_with_another_sched_are_still_refused(tmp_path, flag, value):
     with pytest.raises(ValueError, match=rf'{flag} applies to --sched hold_cosine only \(got --sched cosine\)'):
         _parse(tmp_path, '--sched', 'cosine', flag, value)
+
+
+def test_train_vlm_help_lists_what_may_change_on_resume():
+    from zoo.train.args import MAY_CHANGE_ON_RESUME, may_change_on_resume
+    from zoo.train.vlm import build_vlm_parser
+    epilog = build_vlm_parser().epilog          # (the --resume option's own help names them too)
+    assert f'(only {may_change_on_resume()} may change)' in epilog
+    assert 'allow_root' in MAY_CHANGE_ON_RESUME and '--allow-root may change)' in epilog

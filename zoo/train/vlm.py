@@ -27,7 +27,7 @@ from zoo.datasets.videoqa import list_benchmarks
 from zoo.runs.options import DefaultsOnceHelpFormatter
 from zoo.tasks.videoqa import SeededVideoQADataset, VideoQATraining
 from .args import (add_ema_options, add_model_group, add_optimisation_options, add_run_options, bad_option,
-                   check_counts, check_run_options, parse_train_args)
+                   check_counts, check_run_options, may_change_on_resume, parse_train_args)
 from .loop import train
 
 __all__ = ['train_vlm', 'build_vlm_parser', 'parse_vlm_args', 'SeededVideoQADataset']
@@ -42,8 +42,8 @@ def build_vlm_parser() -> argparse.ArgumentParser:
                     'only. Writes OUTPUT/metrics.csv (val_top1 = multiple-choice accuracy, val_top5 = greedy exact '
                     'match), checkpoint-last.pth, checkpoint-best.pth. Multi-process: torchrun --nproc-per-node N '
                     '-m zoo.cli train-vlm ...',
-        epilog='Same run rules as zoo train: --resume restores every recorded option (only --epochs, --no-progress, '
-               '--pin-mem and --results-file may change). Example: zoo train-vlm --model pe_vlm_tiny_videorope '
+        epilog='Same run rules as zoo train: --resume restores every recorded option (only ' + may_change_on_resume()
+               + ' may change). Example: zoo train-vlm --model pe_vlm_tiny_videorope '
                '--data-dir data/vqa --output runs/vlm --num-frames 8 --frame-size 64 --epochs 3')
     add_run_options(p)
 
