@@ -27,6 +27,9 @@ def test_config_hold_options_are_dropped_for_a_command_line_sched(tmp_path, capl
     assert len(lines) == 1 and lines[0].startswith('--sched cosine on the command line: --hold-until ')
     assert '--hold-release-by' in lines[0] and 'apply to --sched hold_cosine only' in lines[0]
     caplog.clear()
+    with caplog.at_level(logging.INFO, logger='zoo.train'):   # zoo train's first pass (finds the run dir): quiet
+        args = parse_train_args(['--config', CONFIG, '--sched', 'cosine'], check_required=False)
+    assert args.hold_until is None and not caplog.records
     with caplog.at_level(logging.INFO, logger='zoo.train'):
         args = _parse(tmp_path, '--sched', 'hold_cosine', '--hold-until', '50')
     assert args.hold_until == 50 and args.hold_release_by is not None and not caplog.records

@@ -416,7 +416,7 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
         layers = dict(base)
         layers.update({k: v for k, v in config.items() if k in MAY_CHANGE_ON_RESUME or k in SESSION_OPTIONS})
     else:
-        layers = _drop_config_hold_options(config, given, args.config)
+        layers = _drop_config_hold_options(config, given, args.config, log=check_required)
     if layers:
         parser.set_defaults(**layers)
         args = parser.parse_args(argv)
@@ -434,16 +434,19 @@ def parse_train_args(argv: Optional[List[str]] = None, recorded: Optional[Dict[s
     return args
 
 
-def _drop_config_hold_options(config: Dict[str, Any], given: Dict[str, Any], path: str) -> Dict[str, Any]:
+def _drop_config_hold_options(config: Dict[str, Any], given: Dict[str, Any], path: str,
+                              log: bool = True) -> Dict[str, Any]:
     """``config`` without its :data:`HOLD_OPTIONS` when the command line sets ``--sched`` to another schedule (they
-    do not apply; one logged line). Hold options typed on the command line are kept (``_validate`` refuses them)."""
+    do not apply; one logged line when ``log``: the first pass of ``zoo train``, which only finds the run dir, is
+    quiet). Hold options typed on the command line are kept (``_validate`` refuses them)."""
     if 'sched' not in given or given['sched'] == 'hold_cosine':
         return config
     dropped = [k for k in HOLD_OPTIONS if config.get(k) is not None and k not in given]
     if not dropped:
         return config
-    _logger.info('--sched %s on the command line: %s from --config %s dropped (they apply to --sched hold_cosine '
-                 'only)', given['sched'], ' and '.join(f'{_flag(k)} {config[k]}' for k in dropped), path)
+    if log:
+        _logger.info('--sched %s on the command line: %s from --config %s dropped (they apply to --sched hold_cosine '
+                     'only)', given['sched'], ' and '.join(f'{_flag(k)} {config[k]}' for k in dropped), path)
     return {k: v for k, v in config.items() if k not in dropped}
 
 
