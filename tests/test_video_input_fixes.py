@@ -474,3 +474,16 @@ def test_rotated_clips_are_upright_with_both_backends(rotation, corner, tmp_path
     at = ('top' if ys.mean() < f.shape[0] / 2 else 'bottom') + '-' + ('left' if xs.mean() < f.shape[1] / 2 else
                                                                       'right')
     assert at == corner, (rotation, at)
+
+
+def test_vniah_haystacks_warn_only_when_a_clips_folder_was_asked_for(caplog, tmp_path):
+    """The demo (no clips folder) used to warn "no readable clips in None"; a folder given without clips still warns."""
+    import logging
+    from zoo.datasets.synthetic_videoqa import _haystack_pool
+    with caplog.at_level(logging.INFO, logger='zoo'):
+        assert _haystack_pool(None, 16, 1.0, 4).ndim == 4
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger='zoo'):
+        _haystack_pool(str(tmp_path), 16, 1.0, 4)
+    assert any('no readable clips in' in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)

@@ -218,8 +218,11 @@ def _haystack_pool(clips_dir: Optional[str], size: int, fps: float, max_frames: 
             _logger.warning('haystack clip %s skipped (%s)', path, e)
     if parts:
         return np.concatenate(parts)
-    _logger.warning('no readable clips in %r for the V-NIAH haystacks (expected *.mp4 files, e.g. '
-                    '../shared/data/videos); using generated backgrounds instead', clips_dir)
+    if clips_dir is None:  # no clips folder asked for (the demo): generated backgrounds by choice, not a problem
+        _logger.info('V-NIAH haystacks: generated backgrounds (no --clips-dir)')
+    else:
+        _logger.warning('no readable clips in %r for the V-NIAH haystacks (expected *.mp4 files, e.g. '
+                        '../shared/data/videos); using generated backgrounds instead', clips_dir)
     return np.concatenate(background_segments(None, size, 32))
 
 
