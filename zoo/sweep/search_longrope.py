@@ -26,7 +26,7 @@ import argparse
 import json
 import logging
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -134,6 +134,19 @@ def search_longrope(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------- image classifier
+
+def _fitness(pe: Any, run: Callable[[], torch.Tensor]) -> Tuple[Callable, Callable]:
+    """``(losses(factors, n_hat), plain())``: the per-sample losses of ``run`` with ``pe`` switched to those LongRoPE
+    factors, and with no strategy (the search's fitness and its ``none`` baseline)."""
+    def losses(factors: List[List[float]], n_hat: List[float]) -> torch.Tensor:
+        pe.set_extrapolation(dict(strategy='longrope', factors=factors, n_hat=n_hat))
+        return run()
+
+    def plain() -> torch.Tensor:
+        pe.set_extrapolation('none')
+        return run()
+    return losses, plain
+
 def _image_fitness(args, model, meta, device):
     from timm.data import create_transform, resolve_data_config
     from zoo.datasets.image_folder import open_image_folder
@@ -181,13 +194,7 @@ def _image_fitness(args, model, meta, device):
                 out.append(F.cross_entropy(logits, y[i:i + args.batch_size].to(device), reduction='none').cpu())
         return torch.cat(out)
 
-    def losses(factors: List[List[float]], n_hat: List[float]) -> torch.Tensor:
-        pe.set_extrapolation(dict(strategy='longrope', factors=factors, n_hat=n_hat))
-        return run()
-
-    def plain() -> torch.Tensor:
-        pe.set_extrapolation('none')
-        return run()
+    losses, plain = _fitness(pe, run)
 
     s = target / train
     return pe, losses, plain, (s, s), (pe.extrapolation.train_grid[0] * s, pe.extrapolation.train_grid[1] * s), \
@@ -282,13 +289,7 @@ def _vlm_fitness(args, model, meta, device):
                     start += n
         return torch.stack(out)
 
-    def losses(factors: List[List[float]], n_hat: List[float]) -> torch.Tensor:
-        pe.set_extrapolation(dict(strategy='longrope', factors=factors, n_hat=n_hat))
-        return run()
-
-    def plain() -> torch.Tensor:
-        pe.set_extrapolation('none')
-        return run()
+    losses, plain = _fitness(pe, run)
 
     return pe, losses, plain, (scale,), target, f'V-NIAH at {frames} frames (trained at {train_frames})'
 
