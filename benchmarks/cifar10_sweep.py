@@ -32,7 +32,7 @@ import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from glob import glob
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 import yaml
@@ -243,6 +243,19 @@ def restore_run(out: str, archive: str, parts: dict) -> bool:
     return True
 
 
+def restored(run: dict, archive: str) -> Tuple[pd.DataFrame, float]:
+    """``(metrics, total seconds)`` of a run just restored from ``archive`` into ``run['output']``; logs where it came
+    from (the commit and date it was trained at)."""
+    out = run['output']
+    metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
+    with open(os.path.join(out, 'sweep_timing.json')) as f:
+        seconds = float(json.load(f)['total_s'])
+    info = archived_info(archive, run['name']) or {}
+    log(f'restored {run["name"]} from {archive} (trained at {info.get("commit")}, {info.get("date")}): val top-1 '
+        f'{metrics["val_top1"].iloc[-1]:.2f}')
+    return metrics, seconds
+
+
 def finished_run(out: str) -> bool:
     """Whether the run folder ``out`` holds a last checkpoint of its final epoch (the sweeps skip such runs)."""
     last = os.path.join(out, 'checkpoint-last.pth')
@@ -270,12 +283,8 @@ def job(run: dict, args, env: dict) -> dict:
     zoo = [sys.executable, '-m', 'zoo.cli']
     parts = fingerprint_parts(run, args)
     if restore_run(out, args.archive, parts):
-        metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
-        with open(os.path.join(out, 'sweep_timing.json')) as f:
-            timing = json.load(f)
-        info = archived_info(args.archive, run['name'])
-        log(f'restored {run["name"]} from {args.archive} (trained at {info.get("commit")}, {info.get("date")})')
-        return dict(run, status='ok', seconds=timing['total_s'], val_top1=float(metrics['val_top1'].iloc[-1]),
+        metrics, seconds = restored(run, args.archive)
+        return dict(run, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1]),
                     epoch_s=float(_epoch_seconds(out, metrics).mean()))
     done = finished_run(out)
     if not done:

@@ -39,8 +39,8 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cifar10_sweep import (_cpu, _torch_version, archive_run, archived_info, finished_run, log,  # noqa: E402
-                           restore_run, run_logged)  # the shared sweep helpers
+from cifar10_sweep import (_cpu, _torch_version, archive_run, finished_run, log,  # noqa: E402
+                           restore_run, restored, run_logged)  # the shared sweep helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_ARGS = dict(task='ranking', num_per_class=1024, val_per_class=256, frames=32, size=32, seed=0, blocks=4)
@@ -171,13 +171,8 @@ def job(run: dict, args, env: dict) -> dict:
     zoo = [sys.executable, '-m', 'zoo.cli']
     parts = fingerprint_parts(run, args)
     if restore_run(out, args.archive, parts):
-        metrics = pd.read_csv(os.path.join(out, 'metrics.csv'))
-        with open(os.path.join(out, 'sweep_timing.json')) as f:
-            timing = json.load(f)
-        info = archived_info(args.archive, run['name'])
-        log(f'restored {run["name"]} from {args.archive} (trained at {info.get("commit")}, {info.get("date")}): '
-            f'val top-1 {metrics["val_top1"].iloc[-1]:.2f}')
-        return dict(run, status='ok', seconds=timing['total_s'], val_top1=float(metrics['val_top1'].iloc[-1]),
+        metrics, seconds = restored(run, args.archive)
+        return dict(run, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1]),
                     ran=False)
     done = finished_run(out)
     ran = False
