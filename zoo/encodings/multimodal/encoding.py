@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from .._cache import TableCache
+from .._cache import TableCache, caching_allowed
 from ..base import AttnTerm, Positions, PosEncoding
 from ..extrapolation import ROTARY_STRATEGIES, Extrapolation, ntk_exponents
 from ..registry import register_pos_encoding
@@ -26,7 +26,8 @@ from .cope import cope_bias
 from .mspoe import mspoe_head_order, mspoe_head_ratios, mspoe_ratios
 from .schemes import FRAME_INDEX, IMAGE, VIDEO, Block, get_scheme
 
-__all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'VistaTerm', 'image_block_mask', 'axis_of_pair', 'axis_table',
+__all__ = ['MsPoETerm', 'FrameMaskTerm', 'CoPETerm', 'VistaTerm', 'image_block_mask', 'image_block_mask_rows',
+           'axis_of_pair', 'axis_table',
            'default_mrope_section', 'head_frequencies', 'harpe_bases', 'multimodal_rope_tables',
            'multimodal_rope_cos_sin',
            'apply_multimodal_rope', 'MultimodalRoPE']
@@ -337,6 +338,12 @@ class MsPoETerm(AttnTerm):
         return self._rot(q, rq), self._rot(k, rk)
 
 
+#: Above this many tokens (eager mode) PyPE's pattern and CoPE's term are computed per block of queries.
+BLOCK_ABOVE = 2048
+FRAME_MASK_QUERY_BLOCK = 512
+COPE_QUERY_BLOCK = 128
+
+
 def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[torch.Tensor]:
     """Attention inside visual frames for a per-layer scheme (PyPE): query ``i`` may attend key ``j`` iff both lie in
     the same frame and ``level[j] <= level[i]`` (within a frame the level is the position minus the frame's start, so
@@ -359,6 +366,17 @@ def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[
     return torch.where(same, positions[:, None, :] <= positions[:, :, None], causal)
 
 
+def image_block_mask_rows(positions: torch.Tensor, frames: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """Rows ``start:stop`` (queries) of :func:`image_block_mask` against every key, ``(B, stop - start, L)`` bool;
+    plain causal rows where no two tokens share a frame (what ``None`` means there). Memory ``O((stop - start) L)``:
+    the blocked attention path asks for one block of queries at a time."""
+    n = frames.shape[-1]
+    fq, pq = frames[:, start:stop, None], positions[:, start:stop, None]
+    same = (fq == frames[:, None, :]) & (fq >= 0)  # the diagonal: pos_i <= pos_i and i <= i agree
+    causal = torch.arange(n, device=frames.device)[None, :] <= torch.arange(start, stop, device=frames.device)[:, None]
+    return torch.where(same, positions[:, None, :] <= pq, causal)
+
+
 class FrameMaskTerm(RotaryTerm):
     """A rotation plus an attention pattern given whole (PyPE's level rule inside visual frames): ``bias`` is 0 where
     :func:`image_block_mask` allows and ``-inf`` elsewhere, built when the layer asks for it (one layer's ``(B, L, L)``
@@ -376,6 +394,10 @@ class FrameMaskTerm(RotaryTerm):
         super().__init__(sin, cos, LAYOUT)
         self.positions, self.frames = positions, frames
         self.causal = not bool((frames >= 0).any())
+        n = frames.shape[-1]
+        # long prompts (eager): the pattern per block of queries, never (B, L, L) whole (1 GB of bool at 32k tokens)
+        self.query_block = (FRAME_MASK_QUERY_BLOCK if not self.causal and isinstance(n, int) and n > BLOCK_ABOVE
+                            and caching_allowed() else None)
 
     @property
     def allowed(self) -> Optional[torch.Tensor]:
@@ -396,6 +418,15 @@ class FrameMaskTerm(RotaryTerm):
                              'call (a per-layer scheme decodes text one token at a time)')
         zero = torch.zeros((), dtype=q.dtype, device=q.device)
         return torch.where(self.allowed.to(q.device)[:, None], zero, float('-inf'))
+
+    def bias_rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` of :meth:`bias` ``(B, 1, stop - start, L)`` (the blocked path of a long prefill)."""
+        if self.frames.shape[-1] != k.shape[-2]:
+            raise ValueError(f'the visual-frame attention pattern covers {self.frames.shape[-1]} tokens but the layer '
+                             f'has {k.shape[-2]} keys; fix: prefill the whole prompt in one call')
+        allowed = image_block_mask_rows(self.positions.to(q.device), self.frames.to(q.device), start, stop)
+        zero = torch.zeros((), dtype=q.dtype, device=q.device)
+        return torch.where(allowed[:, None], zero, float('-inf'))
 
 
 class CoPETerm(RotaryTerm):
@@ -418,6 +449,11 @@ class CoPETerm(RotaryTerm):
                  key_mask: Optional[torch.Tensor] = None):
         super().__init__(sin, cos, LAYOUT)
         self.pos_emb, self.divide, self.key_mask = pos_emb, divide, key_mask
+        n = sin.shape[-2]
+        # long prompts (eager): gates, positions and logits per block of queries (each row counts over its own keys),
+        # never (B, heads, L, L) whole (32 GB of float32 per tensor at 32k tokens and 8 heads)
+        self.query_block = (COPE_QUERY_BLOCK if isinstance(n, int) and n > BLOCK_ABOVE and caching_allowed()
+                            else None)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         self._query = q  # the un-rotated query for q . E (the attention calls rotate, then bias, on this layer's term)
@@ -431,6 +467,20 @@ class CoPETerm(RotaryTerm):
         query = getattr(self, '_query', None)
         return cope_bias(q, k, self.pos_emb, allowed, self.divide,
                          query if query is not None and query.shape == q.shape else None).to(q.dtype)
+
+    def bias_rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: int, stop: int) -> torch.Tensor:
+        """Rows ``start:stop`` (query indices in the key sequence) of :meth:`bias`, ``(B, heads, stop - start, L)``,
+        for the queries ``q`` of that block: each row's gates and positions depend on its own query only."""
+        nk = k.shape[-2]
+        allowed = torch.arange(nk, device=q.device)[None, :] <= torch.arange(start, stop, device=q.device)[:, None]
+        if self.key_mask is not None:
+            allowed = allowed & self.key_mask[:, -nk:].to(q.device, torch.bool)[:, None, None, :]
+        query = getattr(self, '_query', None)
+        if query is not None:
+            off = nk - query.shape[-2]
+            query = query[:, :, start - off:stop - off]
+            query = query if query.shape == q.shape else None
+        return cope_bias(q, k, self.pos_emb, allowed, self.divide, query).to(q.dtype)
 
 
 class VistaTerm(RotaryTerm):
