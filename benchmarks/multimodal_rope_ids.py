@@ -1,14 +1,25 @@
-"""Time multimodal RoPE position ids and cos/sin tables for a ~32k-token video sequence, per scheme (CPU).
+"""Time multimodal RoPE position ids and cos/sin tables for a ~32k-token video sequence, per scheme (CPU), against
+one decoder layer at that length.
 
 Layout: text 64, video T=64 x 16 x 32 merged tokens (32768 visual tokens, second_per_grid_t = 1.0), text 64.
-Qwen2-style token sequence for every scheme except MRoPE-Interleave, which gets the Qwen3-VL sequence (the video
-split into 64 frame blocks, each with 3 timestamp tokens). Reports the median of ``--repeats`` runs of
+Qwen2-style token sequence for every scheme except MRoPE-Interleave / MHRoPE, which get the Qwen3-VL sequence (the
+video split into 64 frame blocks, each with 3 timestamp tokens); RoPE-DHR gets a tiled image instead (its scheme is
+about tiles): text 64, an AnyRes grid of 16 x 8 tiles of 16 x 16 merged tokens plus the thumbnail (33024 visual
+tokens), text 64. PyPE's ids are one layer's (each layer has its own; ``layer`` 0 and 8 are timed). Reports, on the
+process clock (``time.process_time``), the median of ``--repeats`` runs of
 
 * ``ids from input_ids``: :func:`get_position_ids` on ``(1, L)`` token ids (the HF drop-in path),
 * ``ids from layout``: :func:`get_layout_position_ids` on the segments,
-* ``cos/sin``: :func:`multimodal_rope_cos_sin` for head_dim 128 in float32.
+* ``cos/sin``: :func:`multimodal_rope_cos_sin` for head_dim 128 in float32,
 
-Usage: ``python benchmarks/multimodal_rope_ids.py [--repeats 5] [--threads 1]`` (prints a markdown table).
+and, once per run of the command, one decoder layer (:class:`zoo.models.vlm.decoder.DecoderBlock`, width 512, 4
+query / 2 key-value heads of head_dim 128, SwiGLU 1408, causal SDPA, float32, no grad) on ``(1, 32898, 512)``. The
+last column is ``(ids from input_ids + cos/sin) / layer`` (issue 22's target: at most 10 %). What PyPE's visual-frame
+pattern and CoPE's contextual term cost is attention work inside the layer (per block of queries above 2048 tokens),
+not ids: ``benchmarks/cope_overhead.py`` states CoPE's per length.
+
+Usage: ``python benchmarks/multimodal_rope_ids.py [--repeats 5] [--threads 1] [--no-layer]`` (prints a markdown
+table).
 
 ``--demo-table`` instead prints the ids every scheme assigns to one small image-plus-video layout (the tables of
 ``docs/multimodal_rope.md``).
@@ -16,6 +27,7 @@ Usage: ``python benchmarks/multimodal_rope_ids.py [--repeats 5] [--threads 1]`` 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -31,6 +43,12 @@ LAYOUT = [
     {'type': 'text', 'len': 64},
 ]
 
+TILED_LAYOUT = [
+    {'type': 'text', 'len': 64},
+    {'type': 'image', 'h': 16, 'w': 16, 'tiles': [16, 8]},
+    {'type': 'text', 'len': 64},
+]
+
 CASES = [  # (label, scheme, options); each scheme's own prompt style (Scheme.layout_style)
     ('rope1d', 'rope1d', {}),
     ('M-RoPE (Qwen2-VL)', 'mrope', {}),
@@ -41,6 +59,13 @@ CASES = [  # (label, scheme, options); each scheme's own prompt style (Scheme.la
     ('V2PE (stride 64)', 'v2pe', {'stride': 64}),
     ('VideoRoPE (delta 2)', 'videorope', {}),
     ('HoPE (gamma 1)', 'hope', {}),
+    ('MHRoPE', 'mhrope', {}),
+    ('PyPE (layer 0)', 'pype', {}),
+    ('PyPE (layer 8, jump 1)', 'pype', {'layer': 8}),
+    ('Vista-LLaMA', 'vista', {}),
+    ('CoPE (ids of rope1d, no rotation)', 'cope', {}),
+    ('CoPE + RoPE', 'cope_rope', {}),
+    ('RoPE-DHR (tiled image)', 'rope_dhr', {}),
 ]
 
 DEMO_LAYOUT = [
@@ -90,16 +115,30 @@ def _median_ms(fn, repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((time.process_time() - t0) * 1e3)
     return statistics.median(times)
+
+
+def layer_ms(length: int) -> float:
+    """Process-clock ms of one decoder layer's forward on ``(1, length, 512)`` (head_dim 128, causal, no grad)."""
+    from zoo.models.vlm.decoder import DecoderBlock
+    torch.manual_seed(0)
+    blk = DecoderBlock(512, 4, 2, 128, 1408).eval()
+    with torch.no_grad():
+        blk(torch.randn(1, 2048, 512))  # warm-up at a short length
+        x = torch.randn(1, length, 512)
+        t0 = time.process_time()
+        blk(x)
+        return (time.process_time() - t0) * 1e3
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--threads', type=int, default=1, help='torch intra-op threads (default 1)')
+    parser.add_argument('--no-layer', action='store_true', help='skip the decoder-layer reference (~1 CPU-minute)')
     parser.add_argument('--demo-table', action='store_true', help='print the per-scheme id table (markdown) and exit')
     args = parser.parse_args(argv)
     if args.demo_table:
@@ -112,30 +151,42 @@ def main(argv=None) -> None:
     rows = []
     for label, scheme, kw in CASES:
         spec = mm.get_scheme(scheme)
-        style = spec.layout_style(LAYOUT)
-        inp = mm.layout_to_inputs(LAYOUT, style=style)
+        layout = TILED_LAYOUT if spec.takes_tiles else LAYOUT
+        style = spec.layout_style(layout)
+        inp = mm.layout_to_inputs(layout, style=style)
         extra = {'second_per_grid_ts': inp['second_per_grid_ts']} if spec.uses_seconds(kw) else {}
+        if spec.takes_tiles:
+            extra['image_tiles'] = torch.tensor([seg['tiles'] for seg in layout if 'tiles' in seg])
         ids = inp['input_ids']
 
         def from_ids():
             return mm.get_position_ids(scheme, ids, inp['image_grid_thw'], inp['video_grid_thw'], **extra, **kw)
 
         def from_layout():
-            return mm.get_layout_position_ids(scheme, LAYOUT, style=style, **kw)
+            return mm.get_layout_position_ids(scheme, layout, style=style, **kw)
 
         pos, _ = from_ids()
+        assert torch.equal(pos, from_layout()[0].to(pos.dtype)), label
+
+        table = {'num_kv_heads': 8} if scheme == 'mhrope' else {}  # MHRoPE splits the key heads: 8 as published
 
         def cos_sin():
-            return mm.multimodal_rope_cos_sin(pos, 128, scheme)
+            return mm.multimodal_rope_cos_sin(pos, 128, scheme, **table)
 
         rows.append((label, ids.shape[1], _median_ms(from_ids, args.repeats), _median_ms(from_layout, args.repeats),
                      _median_ms(cos_sin, args.repeats)))
+    layer = None if args.no_layer else layer_ms(max(r[1] for r in rows if not r[0].startswith('RoPE-DHR')))
     print(f'CPU: {platform.processor() or platform.machine()}, torch {torch.__version__}, '
-          f'{torch.get_num_threads()} threads; median of {args.repeats} runs\n')
-    print('| scheme | tokens | ids from input_ids (ms) | ids from layout (ms) | cos/sin head_dim 128 (ms) |')
-    print('|---|---|---|---|---|')
+          f'{torch.get_num_threads()} threads; process clock; median of {args.repeats} runs; load average '
+          + ' / '.join(f'{v:.1f}' for v in os.getloadavg()) + '\n')
+    if layer is not None:
+        print(f'One decoder layer (width 512, 4 / 2 heads of 128, causal SDPA) at 32898 tokens: {layer:.0f} ms\n')
+    print('| scheme | tokens | ids from input_ids (ms) | ids from layout (ms) | cos/sin head_dim 128 (ms) | '
+          '(ids + cos/sin) / layer |')
+    print('|---|---|---|---|---|---|')
     for label, n, a, b, c in rows:
-        print(f'| {label} | {n} | {a:.1f} | {b:.1f} | {c:.1f} |')
+        share = '-' if layer is None else f'{100 * (a + c) / layer:.2f} %'
+        print(f'| {label} | {n} | {a:.1f} | {b:.1f} | {c:.1f} | {share} |')
 
 
 if __name__ == '__main__':
