@@ -178,15 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
                     'reads it).',
         epilog='Example: zoo make-imageqa --output data/imageqa --num-per-task 256 --tile-size 32')
     p.add_argument('--output', required=True, help='output folder (new or empty)')
-    p.add_argument('--tasks', nargs='+', default=list(IMAGEQA_TASKS), help=f'tasks ({", ".join(IMAGEQA_TASKS)})')
-    p.add_argument('--num-per-task', type=int, default=64, help='questions per task')
-    p.add_argument('--tile-size', type=int, default=32, help='tile side in px (the tower input size)')
+    p.add_argument('--tasks', nargs='+', default=list(IMAGEQA_TASKS),
+                   help=f'tasks ({", ".join(IMAGEQA_TASKS)}; default all)')
+    p.add_argument('--num-per-task', type=int, default=64, help='questions per task (default 64)')
+    p.add_argument('--tile-size', type=int, default=32, help='tile side in px, the tower input size (default 32)')
     p.add_argument('--grids', nargs='+', default=[f'{c}x{r}' for c, r in DEFAULT_GRIDS],
-                   help='tile grids COLSxROWS, cycled over the questions')
-    p.add_argument('--distractors', type=int, default=1, help='other shapes drawn, each in another tile')
+                   help='tile grids COLSxROWS, cycled over the questions (default: '
+                        + ' '.join(f'{c}x{r}' for c, r in DEFAULT_GRIDS) + ')')
+    p.add_argument('--distractors', type=int, default=1, help='other shapes drawn, each in another tile (default 1)')
     p.add_argument('--object-size', type=float, default=0.25,
-                   help="the shapes' width over the tile side (0.25: 8 px on 32 px tiles)")
-    p.add_argument('--seed', type=int, default=0, help='RNG seed')
+                   help="the shapes' width over the tile side (default 0.25: 8 px on 32 px tiles)")
+    p.add_argument('--seed', type=int, default=0, help='RNG seed (default 0)')
     p.add_argument('--overwrite', action='store_true', help='replace an existing set in --output')
     return p
 

@@ -174,8 +174,10 @@ def make_videos(out_dir: str, num_per_class: int = 32, num_frames: int = 16, siz
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = generator_parser(make_videos, 'Write a labelled synthetic video set (real MP4 files, classes that need time: '
-                         'direction, order, speed) in video-folder layout.', 'train/ and val/',
+    p = generator_parser(make_videos, 'Write a labelled synthetic video set of real MP4 files in video-folder layout: '
+                         'classes that need time (--task basic: direction, order, speed; ranking: the order and '
+                         'time of tubelet-aligned flashes, which NoPE cannot tell apart; steps: block-wise moves).',
+                         'train/ and val/',
                          ('num_per_class', 'training clips per class'), 'frames per clip',
                          'frame rate written in the files', 'the backgrounds')
     p.add_argument('--val-per-class', type=int, default=None, help='validation clips per class (default N/4)')
