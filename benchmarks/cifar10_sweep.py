@@ -558,7 +558,9 @@ def main() -> None:
     if args.only:
         configs = {pe: c for pe, c in configs.items() if pe in args.only}
     if args.report_only:
-        planned = plan(list(configs), configs, args)
+        failures = build_failures(configs)
+        skipped = {pe: reason for pe, reason in failures.items() if reason is not None}
+        planned = plan([pe for pe in configs if pe not in skipped], configs, args)
         finished = []
         for r in planned:
             if restore_run(r['output'], args.archive, fingerprint_parts(r, args)):
@@ -566,7 +568,7 @@ def main() -> None:
                 with open(os.path.join(r['output'], 'sweep_timing.json')) as f:
                     finished.append(dict(r, status='ok', seconds=json.load(f)['total_s'],
                                          val_top1=float(m['val_top1'].iloc[-1])))
-        write_docs(finished, {}, args, configs, None, planned)
+        write_docs(finished, skipped, args, configs, None, planned)
         return
     extract(args.tarball, args.data)
     os.makedirs(args.out, exist_ok=True)
@@ -586,7 +588,7 @@ def main() -> None:
             for pe in ready:
                 del pending[pe]
             log(f'{len(runs)} runs ({", ".join(r["name"] for r in runs)}), {args.jobs} at a time')
-            planned = plan(list(configs), configs, args)
+            planned = plan([pe for pe in configs if pe not in skipped], configs, args)  # not: unbuildable PEs
             for res in pool.map(lambda r: job(r, args, env), runs):
                 results.append(res)  # a page (partial until the last run) after every finished run, in plan order
                 write_docs(results, skipped, args, configs, time.time() - t0, planned)
