@@ -78,3 +78,34 @@ def test_video_blocked_gradients_equal_whole():
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if 'lookup_table' in n})
     for n in grads[0]:
         torch.testing.assert_close(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('grid', [(4, 5, 6), (5, 7)])
+def test_product_digits_blocks_equal_the_bucket_ids_and_never_build_them(grid):
+    """Product method on keys without prefix tokens: the blocked path builds its rows from per-axis digits
+    (ProductDigits); the rows equal the gather over the (L, L) ids bit for bit (float64), and the ids are never
+    built."""
+    pe = create_pos_encoding('irpe', dict(GEOM, grid_size=grid, num_prefix_tokens=0, num_class_tokens=0),
+                             dict(rpe_on='k', block_above=10, query_block=7)).double()
+    _randomize(pe)
+    pos = Positions(grid if len(grid) == 3 else (1,) + grid, 0, 0)
+    term = pe.attn_terms(pos, torch.float64, torch.device('cpu'))[0]
+    assert term.digits is not None
+    n = pos.num_tokens
+    q, k = torch.randn(2, 2, n, 32, dtype=torch.float64), torch.randn(2, 2, n, 32, dtype=torch.float64)
+    rows = torch.cat([term.bias_rows(q[:, :, s:s + 7], k, 0.2, s, min(n, s + 7)) for s in range(0, n, 7)], dim=-2)
+    assert not any(key[0] != 'digits' for key in pe._buckets._store)  # no (L, L) ids
+    term.digits = None  # the gather over the ids, block by block
+    by_ids = torch.cat([term.bias_rows(q[:, :, s:s + 7], k, 0.2, s, min(n, s + 7)) for s in range(0, n, 7)], dim=-2)
+    assert torch.equal(rows, by_ids)
+    torch.testing.assert_close(rows, term.bias(q, k, 0.2).expand_as(rows), rtol=1e-12, atol=1e-12)
+
+
+def test_product_digits_only_where_they_apply():
+    video = dict(GEOM, grid_size=(2, 3, 4), num_prefix_tokens=0, num_class_tokens=0)
+    pos = Positions((2, 3, 4), 0, 0)
+    for kw in (dict(rpe_on='qk'), dict(rpe_on='k', method='cross'), dict(rpe_on='k', mode='bias')):
+        pe = create_pos_encoding('irpe', video, dict(kw, block_above=10, query_block=7))
+        assert pe.attn_terms(pos, torch.float32, torch.device('cpu'))[0].digits is None
+    pe = create_pos_encoding('irpe', dict(GEOM, grid_size=(5, 6)), dict(rpe_on='k', block_above=10, query_block=7))
+    assert pe.attn_terms(Positions.from_hw((5, 6), 1, 1), torch.float32, torch.device('cpu'))[0].digits is None

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -56,8 +56,8 @@ from .checkpoint import CheckpointMismatchError
 from .registry import register_pos_encoding
 
 __all__ = [
-    'IRPE', 'IRPELayer', 'IRPETable', 'IRPECross', 'IRPEAttnTerm', 'piecewise_index', 'irpe_bucket_ids',
-    'irpe_num_buckets', 'irpe_coefficients',
+    'IRPE', 'IRPELayer', 'IRPETable', 'IRPECross', 'IRPEAttnTerm', 'ProductDigits', 'piecewise_index',
+    'irpe_bucket_ids', 'irpe_num_buckets', 'irpe_coefficients',
 ]
 
 _METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant', 'cross': 'cross',
@@ -196,6 +196,60 @@ def irpe_bucket_ids(method: str, height: int, width: int, ratio: float, skip: in
     return ids.contiguous().to(device) if device is not None else ids.contiguous()
 
 
+class ProductDigits:
+    """The ``product`` buckets of a grid without prefix tokens, kept per axis: the digit of every (query, key)
+    coordinate pair along time, rows and columns, ``(T, T)``, ``(R, R)``, ``(C, C)``, instead of the ``(L, L)`` ids
+    (for a 16 x 224^2 video: a few hundred bytes instead of 19.7 MB of int64).
+
+    :meth:`IRPETable.logits_separable` uses them for one block of queries at a time; the bucket of a pair is
+    ``(t_digit K + r_digit) K + c_digit`` (images: ``r_digit K + c_digit``), as :func:`irpe_bucket_ids` builds it.
+
+    Args:
+        frames: T for the 3D buckets of a video, None for images.
+        height, width: R, C.
+        ratio: iRPE ratio.
+        device: where the index tensors live.
+    """
+
+    def __init__(self, frames: Optional[int], height: int, width: int, ratio: float, device: torch.device):
+        alpha, beta, gamma = irpe_coefficients(ratio)
+        beta_int = int(beta)
+        self.k = 2 * beta_int + 1
+        self.video = frames is not None
+        t = frames if self.video else 1
+        self.rows, self.cols = height, width
+
+        def digits(n: int) -> torch.Tensor:  # [i, j]: digit of the offset i - j (query minus key)
+            offset = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+            return (piecewise_index(offset, alpha, beta, gamma) + beta_int).to(device)
+        self.lut_t = digits(t) if self.video else None
+        self.lut_r, self.lut_c = digits(height), digits(width)
+        tok = torch.arange(t * height * width, device=device)
+        self.tok_t, self.tok_r, self.tok_c = tok // (height * width), (tok // width) % height, tok % width
+        self._blocks: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def block_index(self, start: int, stop: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """For the queries ``start:stop`` (``Lq`` of them): the column digit of every (query, key column) ``(Lq, C)``
+        and, for every (query, key frame, key row), the row of the query's ``(Lq * K^(n-1), C)`` column-gathered
+        projection that holds its keys, flattened ``(Lq * T * R,)``; cached per block."""
+        got = self._blocks.get((start, stop))
+        if got is not None:
+            return got
+        k = self.k
+        cols = self.lut_c[self.tok_c[start:stop]]
+        row_digit = self.lut_r[self.tok_r[start:stop]]  # (Lq, R)
+        n = stop - start
+        q = torch.arange(n, device=cols.device)
+        if self.video:
+            hi = (q * k * k)[:, None, None] + self.lut_t[self.tok_t[start:stop]][:, :, None] * k + row_digit[:, None, :]
+        else:
+            hi = (q * k)[:, None] + row_digit
+        got = (cols, hi.reshape(-1))
+        if len(self._blocks) < 64:
+            self._blocks[(start, stop)] = got
+        return got
+
+
 class IRPETable(nn.Module):
     """One iRPE lookup table (one side q/k/v, one bucket function).
 
@@ -244,6 +298,33 @@ class IRPETable(nn.Module):
         proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, Lq, K): every query against every bucket
         b, h = proj.shape[:2]
         return torch.gather(proj, -1, ids.unsqueeze(1).expand(b, h, ids.shape[-2], ids.shape[-1]))
+
+    def logits_separable(self, x: torch.Tensor, sep: 'ProductDigits', start: int, stop: int) -> torch.Tensor:
+        """``logits(x, ids[:, start:stop])`` for the ``product`` method without prefix tokens and without the
+        ``(Lq, Lk)`` bucket ids (contextual mode), for the block of queries ``start:stop``.
+
+        The bucket of a pair is ``(dt_digit K + dr_digit) K + dc_digit`` (video; images have no time digit), each digit
+        a function of one axis' offset, so a query's logit row over the key grid ``(T, R, C)`` is its projection
+        ``(K, K, K)`` indexed axis by axis: the column digit first (a gather of ``K^2 x C`` entries per query instead of
+        ``L``), then whole key rows of ``C`` entries picked by the (time, row) digits. The same entries as the gather
+        over the ids, copied, never recomputed (equal bit for bit).
+
+        Args:
+            x: the scaled queries of the block ``(B, H, Lq, D)``.
+            sep: the grid's per-axis digits (:meth:`IRPE.product_digits`).
+            start, stop: the block's query tokens.
+
+        Returns:
+            ``(B, H, Lq, Lk)``.
+        """
+        proj = torch.matmul(x, self.lookup_table_weight)  # (B, H, Lq, K^n): every query against every bucket
+        b, h, n = proj.shape[:3]
+        k, c = sep.k, sep.cols
+        hi = proj.shape[-1] // k  # the (time, row) digit pairs
+        cols, rows = sep.block_index(start, stop)  # (Lq, C) column digits; (Lq * T * R,) row picks
+        per_col = torch.gather(proj.reshape(b * h, n, hi, k), -1, cols[None, :, None].expand(b * h, n, hi, c))
+        out = per_col.reshape(b * h, n * hi, c).index_select(1, rows)
+        return out.reshape(b, h, n, -1)
 
     def projection_t(self, x: torch.Tensor) -> torch.Tensor:
         """The q-side projection ``(B, H, K, Lk)`` of the scaled keys ``x`` ``(B, H, Lk, D)`` on every bucket
@@ -334,19 +415,38 @@ class IRPEAttnTerm(AttnTerm):
 
     With ``query_block`` set (eager mode, many tokens, no value term: :class:`IRPE`'s ``block_above``) the attention
     asks :meth:`bias_rows` for one block of queries at a time, so the ``(B, H, L, L)`` bias never exists whole (59 MB
-    per layer for a 16 x 224^2 video at ViT-S); the numbers are those of :meth:`bias`, row for row.
+    per layer for a 16 x 224^2 video at ViT-S); the numbers are those of :meth:`bias`, row for row. With ``digits``
+    (the ``product`` method on keys, contextual, no prefix tokens: :class:`ProductDigits`) the blocks are built from
+    the per-axis digits and the ``(L, L)`` bucket ids are not built at all.
+
+    Args:
+        layer: the layer's tables.
+        ids: ``{part: (B or 1, L, L) ids}`` (and ``part + '.t'``), or a callable returning them, called only when
+            needed.
+        num_tokens, grid, skip: the token layout the ids belong to.
+        query_block: queries per block of the blocked path, or None.
+        digits: the grid's :class:`ProductDigits` for the blocked path, or None.
     """
 
-    def __init__(self, layer: IRPELayer, ids: Dict[str, torch.Tensor], num_tokens: int, grid: Tuple[int, ...],
-                 skip: int, query_block: Optional[int] = None):
+    def __init__(self, layer: IRPELayer, ids: Union[Dict[str, torch.Tensor], Callable[[], Dict[str, torch.Tensor]]],
+                 num_tokens: int, grid: Tuple[int, ...], skip: int, query_block: Optional[int] = None,
+                 digits: Optional[ProductDigits] = None):
         self.layer = layer
-        self.ids = ids
+        self._ids = ids
         self.num_tokens = num_tokens
         self.grid = tuple(grid)
         self.skip = skip
         self.needs_attn_weights = layer.rpe_v is not None
         self.query_block = None if self.needs_attn_weights or query_block is None else int(query_block)
         self._proj_t = None  # (keys, [proj_t per q table]): the q side's projection, once per layer for all blocks
+        self.digits = digits if self.query_block is not None else None
+
+    @property
+    def ids(self) -> Dict[str, torch.Tensor]:
+        """The bucket ids ``{part: (B or 1, L, L)}`` (built on first use when given as a callable)."""
+        if callable(self._ids):
+            self._ids = self._ids()
+        return self._ids
 
     def _check(self, n: int) -> None:
         if n != self.num_tokens:
@@ -383,7 +483,10 @@ class IRPEAttnTerm(AttnTerm):
         if k_tables:
             qs = q * scale if k_tables[0].mode == 'contextual' else q
             for table in k_tables:
-                t = table.logits(qs, self.ids[table.part][:, rows])
+                if self.digits is not None and start is not None:
+                    t = table.logits_separable(qs, self.digits, start, stop)
+                else:
+                    t = table.logits(qs, self.ids[table.part][:, rows])
                 out = t if out is None else out + t
         q_tables = self.layer.tables('q')
         if q_tables:
@@ -469,7 +572,9 @@ class IRPE(PosEncoding):
         query_block: queries per block when the attention computes the bias per block (``bias_rows``).
         block_above: above this many tokens (eager mode, iRPE on q/k only) the attention computes the bias per block
             of ``query_block`` queries, so the ``(B, H, L, L)`` bias never exists whole (a 16 x 224^2 video at ViT-S:
-            1568 tokens, 59 MB per layer); ``None`` never blocks. The numbers are the same either way.
+            1568 tokens, 59 MB per layer); ``None`` never blocks. The numbers are the same either way. With the
+            ``product`` method on keys only, contextual, and no prefix tokens (the video models), the blocks are
+            built from per-axis digits (:class:`ProductDigits`) and the ``(L, L)`` bucket ids are never built.
 
     Parameters:
         ``layers.{i}.rpe_{q,k,v}.lookup_table_{weight,bias}`` (``...rpe_k.rp_rows.lookup_table_weight`` and
@@ -576,17 +681,40 @@ class IRPE(PosEncoding):
             raise ValueError(f'iRPE skip={self.skip} but the input has {pos.num_prefix_tokens} prefix tokens, so the '
                              f'token count {pos.num_tokens} is not [T*]H*W + skip = {pos.num_patches + self.skip}; '
                              f'build with skip={pos.num_prefix_tokens} (or leave skip=None)')
-        ids = self.bucket_ids(grid, device)
-        if pos.is_subset:  # per-sample rows and columns of the full-grid ids
-            ids = {part: pos.select(v.unsqueeze(0), 1, dims=(2,)) for part, v in ids.items() if not part.endswith('.t')}
-            ids.update({part + '.t': v.transpose(-1, -2).contiguous() for part, v in list(ids.items())
-                        if 'q' in self.rpe_on})
-        else:
-            ids = {part: v.unsqueeze(0) for part, v in ids.items()}
         block = None
         if self.block_above is not None and caching_allowed() and pos.num_tokens > self.block_above:
             block = self.query_block  # eager only: sizes are Python ints there
-        return [IRPEAttnTerm(layer, ids, pos.num_tokens, grid, self.skip, block) for layer in self.layers]
+        digits = None
+        if (block is not None and self.method == 'product' and self.mode == 'contextual' and self.skip == 0
+                and self.rpe_on == 'k' and not pos.is_subset):
+            # the blocked path builds its rows from per-axis digits: the (L, L) ids are never built
+            digits = self.product_digits(grid, device)
+
+        def ids() -> Dict[str, torch.Tensor]:
+            full = self.bucket_ids(grid, device)
+            if pos.is_subset:  # per-sample rows and columns of the full-grid ids
+                out = {part: pos.select(v.unsqueeze(0), 1, dims=(2,)) for part, v in full.items()
+                       if not part.endswith('.t')}
+                out.update({part + '.t': v.transpose(-1, -2).contiguous() for part, v in list(out.items())
+                            if 'q' in self.rpe_on})
+                return out
+            return {part: v.unsqueeze(0) for part, v in full.items()}
+        if digits is None:
+            shared = ids()
+        else:  # only if some caller asks for them (bias() of a whole layer): built once for all layers
+            built: List[Dict[str, torch.Tensor]] = []
+
+            def shared() -> Dict[str, torch.Tensor]:
+                if not built:
+                    built.append(ids())
+                return built[0]
+        return [IRPEAttnTerm(layer, shared, pos.num_tokens, grid, self.skip, block, digits) for layer in self.layers]
+
+    def product_digits(self, grid: Tuple[int, ...], device: torch.device) -> ProductDigits:
+        """Cached :class:`ProductDigits` of grid ``(H, W)`` or ``(T, H, W)`` on ``device`` (``product`` method)."""
+        frames = grid[0] if len(grid) == 3 else None
+        return self._buckets.get(('digits', frames, grid[-2], grid[-1], self.ratio, str(device)),
+                                 lambda: ProductDigits(frames, grid[-2], grid[-1], self.ratio, device))
 
     def set_grid_size(self, grid_size: Tuple[int, ...]) -> None:
         if self.ape is not None:
