@@ -12,6 +12,12 @@ os.environ['ZOO_VIDEO_INDEX_CACHE'] = os.path.join(SESSION_CACHE, 'video-index')
 os.environ['XDG_CACHE_HOME'] = SESSION_CACHE
 os.environ['MPLCONFIGDIR'] = os.path.join(SESSION_CACHE, 'matplotlib')
 
+# PyAV before anything imports decord: once decord's bundled FFmpeg is loaded first, PyAV's libvpx-vp9 encoder fails
+# to open (EINVAL), so tests that write VP9 would pass alone and fail after a test that decoded with decord.
+try:
+    import av  # noqa: E402,F401
+except ImportError:  # pragma: no cover - av is a core dependency
+    pass
 import pytest  # noqa: E402
 import torch  # noqa: E402
 

@@ -475,3 +475,26 @@ def test_search_longrope_command_on_a_tiny_video_llm(tmp_path, capsys):
     assert doc['target_grid'][0] > doc['train_grid'][0] and doc['search']['samples'] == 8
     assert 'V-NIAH at 8 frames (trained at 4)' == doc['search']['target']
     assert doc['search']['message'] in capsys.readouterr().out
+
+
+def test_search_longrope_allow_root_admits_linked_class_folders(tmp_path, capsys):
+    """Class folders linked from outside the data root are skipped with a hint naming --allow-root, which
+    search-longrope takes (it was missing there), and counted once allowed."""
+    from zoo.cli import main
+    data = _folder(tmp_path / 'data')
+    run = str(tmp_path / 'rope')
+    assert main(['train', '--model', 'pe_vit_tiny_patch16_rope_axial_224', '--output', run, '--data-dir', data,
+                 '--img-size', '32', '--model-kwargs', 'patch_size=8', 'embed_dim=32', 'depth=1', 'num_heads=2',
+                 '--epochs', '1', '--batch-size', '6', '--workers', '0', '--no-progress', '--threads', '1']) == 0
+    linked = tmp_path / 'linked' / 'train'
+    linked.mkdir(parents=True)
+    for name in ('blue', 'green', 'red'):
+        os.symlink(os.path.join(data, 'train', name), linked / name)
+    args = ['search-longrope', '--run', run, '--data-dir', str(linked.parent), '--output', str(tmp_path / 'f.json'),
+            '--val-size', '12', '--population', '2', '--mutations', '1', '--crossovers', '1', '--parents', '1',
+            '--iterations', '1', '--threads', '1']
+    assert main(args) == 2  # every class folder escapes the root: nothing left to validate on
+    err = capsys.readouterr().err
+    assert '3 lead outside it' in err and f'--allow-root {os.path.join(data, "train", "blue")}' in err
+    assert main(args + ['--allow-root', os.path.join(data, 'train')]) == 0
+    assert json.load(open(tmp_path / 'f.json'))['search']['samples'] == 12

@@ -263,7 +263,9 @@ class SafeFolderMixin:
             else:
                 self.outside.append(os.path.join(directory, c))
         if not ok:
-            raise FileNotFoundError(f'Couldn\'t find any class folder in {directory} inside the data root.')
+            escaped = f' ({len(self.outside)} lead outside it: {describe_escapes(self.outside, directory)})' \
+                if self.outside else ''
+            raise FileNotFoundError(f'Couldn\'t find any class folder in {directory} inside the data root{escaped}.')
         return ok, {c: i for i, c in enumerate(ok)}
 
 

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from zoo.encodings.longrope import factors_document
 from zoo.encodings.longrope_search import evolution_search, ladder_of
+from zoo.sweep.options import add_allow_root_option
 
 __all__ = ['build_parser', 'search_longrope', 'main', 'MIN_SAMPLES', 'MemoryEstimateError']
 
@@ -55,6 +56,7 @@ def build_parser(prog: str = 'zoo search-longrope') -> argparse.ArgumentParser:
                         'video-QA root holding the V-NIAH task')
     p.add_argument('--output', required=True, metavar='FILE', help='the factors file to write (JSON)')
     p.add_argument('--split', default='train', help='image folder split the validation images are carved from')
+    add_allow_root_option(p)
     p.add_argument('--val-size', type=int, default=64, help='validation samples (images / V-NIAH items)')
     p.add_argument('--scale', type=float, default=2.0, help='image classifier: target side / training side')
     p.add_argument('--frames', type=int, default=None,
@@ -171,7 +173,7 @@ def _image_fitness(args, model, meta, device):
     cfg = dict(meta.get('data_config') or resolve_data_config({}, model=model))
     tf = create_transform((3, target, target), is_training=False, interpolation=cfg['interpolation'],
                           mean=tuple(cfg['mean']), std=tuple(cfg['std']), crop_pct=cfg['crop_pct'])
-    ds = open_image_folder(args.data_dir, args.split, tf)
+    ds = open_image_folder(args.data_dir, args.split, tf, allow_roots=args.allow_root)
     if len(ds) < MIN_SAMPLES:
         raise ValueError(f'{args.data_dir!r} ({args.split}) holds {len(ds)} images: too small to decide between '
                          f'candidates; need at least {MIN_SAMPLES}')
@@ -239,7 +241,7 @@ def _vlm_fitness(args, model, meta, device):
         raise ValueError(f'--frames {frames}: the target must be longer than the training clip ({train_frames} '
                          'frames)')
     size = int(meta.get('img_size') or model.data_config['img_size'][0])
-    records, _ = load_benchmark(args.benchmark, args.data_dir, tasks=list(args.tasks))
+    records, _ = load_benchmark(args.benchmark, args.data_dir, tasks=list(args.tasks), allow_roots=args.allow_root)
     records = sorted(records, key=lambda r: r.id)
     g = torch.Generator().manual_seed(args.seed)
     records = [records[i] for i in torch.randperm(len(records), generator=g)[:args.val_size].tolist()]
