@@ -255,7 +255,15 @@ def write_docs(args, wall_s: float) -> None:
     df.to_csv(os.path.join(args.docs, 'extrapolation_results.csv'), index=False)
     n = int(df['n'].max())
     seeds = sorted({c for c in summary.columns if c.startswith('seed ')})
-    lines = ['# CIFAR-10: extrapolation strategies for RoPE at 1x, 1.5x and 2x the training size', '',
+    missing = [row for row in PLAN if row not in args.pes]
+    command = 'python benchmarks/extrapolation_sweep.py' + (f' --pes {" ".join(args.pes)}' if missing else '')
+    lines = ['# CIFAR-10: extrapolation strategies for RoPE at 1x, 1.5x and 2x the training size'
+             + (' (partial)' if missing else ''), '']
+    if missing:
+        lines += [f'**Partial.** This page holds the rows `{"`, `".join(args.pes)}` (`{command}`); the rows '
+                  f'`{"`, `".join(missing)}` of the plan are not run yet. `python benchmarks/extrapolation_sweep.py` '
+                  'runs the whole plan (finished training runs and factor searches are reused).', '']
+    lines += [
              f'The RoPE-family encodings of the CIFAR-10 recipe (`configs/cifar10_<pe>.yaml`: 8 px patches, a 4 x 4 '
              f'grid at the 32 px training size, 2 epochs), {len(seeds)} seeds each, evaluated zero-shot at '
              f'{", ".join(f"{s} px" for s in args.sizes)} under each training-free strategy of '
@@ -306,11 +314,12 @@ def write_docs(args, wall_s: float) -> None:
             'below): for them YaRN keeps (part of) the original frequency, unlike `pi`.')
     lines += ['', '## Reading', '', ramp + ' NTK keeps the highest frequency of each ladder and extrapolates it to '
               'positions it never saw in training; its rows staying close to `none` are consistent with those '
-              'components being what fails on the larger grid. The checkpoints were trained for this page with the '
-              '`zoo train` command below (run directories are not committed), so their 32 px numbers are not those '
-              'of the runs in [cifar10.md](cifar10.md) (same recipe and seeds; CPU training is not bit-reproducible '
-              'across code versions).', ''] + shares
-    lines += ['', '## How it was made', '', '```bash', 'python benchmarks/extrapolation_sweep.py', '```', '',
+              'components being what fails on the larger grid. The checkpoints are the run directories `runs/cifar10/'
+              '<row>_s<seed>` shared with the CIFAR-10 sweep: the runs of [cifar10.md](cifar10.md) where that sweep '
+              'trained them on the same machine, else trained for this page with the `zoo train` command below '
+              '(checkpoints are not committed; CPU training is not bit-reproducible across code versions, so a '
+              'retrained run\'s 32 px numbers can differ from cifar10.md\'s).', ''] + shares
+    lines += ['', '## How it was made', '', '```bash', command, '```', '',
               'which trains (or reuses) `runs/cifar10/<pe>_s<seed>` with `zoo train --config '
               'configs/cifar10_<pe>.yaml --seed <seed>` and then runs', '', '```bash',
               'zoo eval-resolution ' + ' '.join(f'--run runs/cifar10/{pe}_s{s}' for pe in args.pes
