@@ -206,3 +206,31 @@ def test_bad_options_and_video_refused():
     pe = create_pos_encoding('loope', _geom())
     with pytest.raises(ValueError, match='2D encoding'):
         pe.embed(torch.zeros(1, 33, 16), Positions((2, 4, 4), 1, 1))
+
+
+@pytest.mark.parametrize('hw', [(1, 1), (2, 4095), (8, 4095), (3, 700), (129, 200), (257, 257), (200, 129), (65, 33)])
+@pytest.mark.parametrize('major', ['width', 'longer'])
+def test_fixed_depth_descent_of_exported_graphs_equals_eager(hw, major):
+    """Exported graphs (ONNX) run the descent for EXPORT_LEVELS levels without reading values; it places every cell
+    of these grids (the deepest measured: sides near powers of two need about 2 log2(side) + 1 levels)."""
+    from zoo.encodings.loope import EXPORT_LEVELS, _gilbert_steps
+    h, w = hw
+    eager = _gilbert_steps(h, w, major == 'longer', torch.device('cpu'))
+    assert torch.equal(_gilbert_steps(h, w, major == 'longer', torch.device('cpu'), EXPORT_LEVELS), eager)
+
+
+def test_export_holds_the_descent_and_reruns_at_other_sizes():
+    from torch.export import Dim
+    pe = create_pos_encoding('loope', dict(dim=32, grid_size=(4, 6)), {})
+
+    class Grid(torch.nn.Module):
+        def forward(self, x):
+            h, w = x.shape[-2], x.shape[-1]
+            return pe.table((h, w))
+
+    prog = torch.export.export(Grid(), (torch.zeros(4, 6),), dynamic_shapes=({0: Dim('h', min=2, max=64),
+                                                                               1: Dim('w', min=2, max=64)},))
+    assert 'gilbert_index_grid' not in str(prog.graph)
+    for h, w in [(4, 6), (7, 3), (16, 16), (5, 40)]:
+        pe._cache.clear()
+        torch.testing.assert_close(prog.module()(torch.zeros(h, w)), pe.table((h, w)), rtol=0, atol=1e-6)

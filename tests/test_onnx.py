@@ -46,10 +46,7 @@ CASES = [(kind, {}) for kind in list_pos_encodings()] + [
 ]
 
 #: kinds whose ONNX export cannot work, with the reason (the test checks that export still fails)
-NOT_EXPORTABLE = {
-    'loope': "LOOPE's Gilbert-curve order is the custom op zoo::gilbert_index_grid (a recursive, data-dependent "
-             'curve), which has no ONNX translation; torch.export and TorchScript run it, ONNX fails at conversion',
-}
+NOT_EXPORTABLE = {}
 
 
 def case_id(kind: str, kw: dict) -> str:

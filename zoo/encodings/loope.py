@@ -47,16 +47,21 @@ __all__ = ['gilbert_index', 'gilbert_index_grid', 'gilbert_order', 'hilbert_sinc
 OFFSETS = ('learned', 'none', 'official')
 MAJOR_AXES = ('width', 'longer')
 _MAX_LEVELS = 64  # recursion levels of the vectorised descent (it stops when every cell is placed)
+#: recursion levels of the descent in exported graphs: enough for every grid with sides up to 4096 patches
+#: (tests/test_loope.py checks the bound)
+EXPORT_LEVELS = 32
 
 
 def _sgn(x: torch.Tensor) -> torch.Tensor:
     return (x > 0).long() - (x < 0).long()
 
 
-def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_axis: str = 'width') -> torch.Tensor:
+def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_axis: str = 'width',
+                  levels: Optional[int] = None) -> torch.Tensor:
     """0-based step of cells ``(rows, cols)`` on the Gilbert curve of an ``height x width`` grid, computed with
-    element-wise tensor operations (eager: it stops when every cell is placed; traced graphs reach it through the
-    custom op ``zoo::gilbert_index_grid``, see :func:`gilbert_index_grid`).
+    element-wise tensor operations (eager: it stops when every cell is placed; with ``levels`` it runs exactly that
+    many recursion levels and never reads a tensor's value, so the sizes may be symbolic: the ONNX export,
+    see :func:`gilbert_index_grid`).
 
     The curve is Cerveny's recursive generalised Hilbert curve ("gilbert", ``generate2d``): a rectangle spanned by a
     major vector ``a`` (length ``w``) and a minor vector ``b`` (length ``h``) from corner ``(x, y)`` is a single run
@@ -71,6 +76,9 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
         height, width: grid size (ints, or symbolic sizes under tracing).
         major_axis: ``'width'`` (the official LOOPE ``gilbert_2d``: ``generate(0, 0, width, 0, 0, height)`` always) or
             ``'longer'`` (the reference ``gilbert2d``: the height is the major axis of a tall grid).
+        levels: None (eager: descend until every cell is placed, at most 64 levels) or a fixed number of levels
+            (:data:`EXPORT_LEVELS` covers every grid with sides up to 4096; a cell not placed by then gets a wrong
+            step, unchecked).
 
     Returns:
         ``rows.shape`` int64 steps in ``[0, height * width)``.
@@ -90,7 +98,8 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
             torch.where(tall, 0, by)
     index = zero.clone()
     done = torch.zeros_like(px, dtype=torch.bool)
-    for _ in range(_MAX_LEVELS):
+    fixed = levels is not None
+    for _ in range(levels if fixed else _MAX_LEVELS):
         w, h = (ax + ay).abs(), (bx + by).abs()
         dax, day, dbx, dby = _sgn(ax), _sgn(ay), _sgn(bx), _sgn(by)
         i = (px - x) * dax + (py - y) * day  # offset along the major vector
@@ -99,7 +108,7 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
         finish = ~done & (row_run | col_run)
         index = torch.where(finish, index + torch.where(row_run, i, j), index)
         done = done | finish
-        if bool(done.all()):
+        if not fixed and bool(done.all()):
             break
         ax2, ay2 = torch.div(ax, 2, rounding_mode='floor'), torch.div(ay, 2, rounding_mode='floor')
         bx2, by2 = torch.div(bx, 2, rounding_mode='floor'), torch.div(by, 2, rounding_mode='floor')
@@ -130,16 +139,18 @@ def gilbert_index(rows: torch.Tensor, cols: torch.Tensor, height, width, major_a
         new = [torch.where(long_case, a, b) for a, b in zip(l_state, s_state)]
         x, y, ax, ay, bx, by = [torch.where(step, n, o) for n, o in zip(new, (x, y, ax, ay, bx, by))]
         index = torch.where(step, index + torch.where(long_case, l_add, s_add), index)
-    if not bool(done.all()):
+    if not fixed and not bool(done.all()):
         raise ValueError(f'gilbert_index: a {height}x{width} grid needs more than {_MAX_LEVELS} recursion levels')
     return index
 
 
-def _gilbert_steps(height: int, width: int, longer: bool, device: torch.device) -> torch.Tensor:
-    """``(height * width,)`` 1-based Gilbert steps in raster order (the body of the custom op below)."""
+def _gilbert_steps(height: int, width: int, longer: bool, device: torch.device,
+                   levels: Optional[int] = None) -> torch.Tensor:
+    """``(height * width,)`` 1-based Gilbert steps in raster order (the body of the custom op below; with ``levels``
+    the fixed-depth descent of the ONNX export)."""
     rows = torch.arange(height, device=device).view(-1, 1).expand(height, width)
     cols = torch.arange(width, device=device).view(1, -1).expand(height, width)
-    return (gilbert_index(rows, cols, height, width, 'longer' if longer else 'width') + 1).reshape(-1)
+    return (gilbert_index(rows, cols, height, width, 'longer' if longer else 'width', levels) + 1).reshape(-1)
 
 
 @torch.library.custom_op('zoo::gilbert_index_grid', mutates_args=())
@@ -157,9 +168,11 @@ def _(height, width, longer, device):
 def gilbert_index_grid(height: int, width: int, major_axis: str = 'width',
                        device: Optional[torch.device] = None) -> torch.Tensor:
     """The official ``gilbert_2d(width, height)``: ``(height, width)`` int64, ``[row, col]`` = the **1-based** step at
-    which the Gilbert curve visits that patch (see :func:`gilbert_index`). Traced and exported graphs hold it as the
-    custom op ``zoo::gilbert_index_grid`` (registered when ``zoo.encodings`` is imported; a saved exported program
-    needs that import before loading).
+    which the Gilbert curve visits that patch (see :func:`gilbert_index`). ``torch.compile`` graphs hold it as the
+    custom op ``zoo::gilbert_index_grid`` (registered when ``zoo.encodings`` is imported). Exported graphs
+    (``torch.export``, the ONNX exporter) hold the descent itself, :data:`EXPORT_LEVELS` levels of element-wise
+    integer operations on symbolic sizes, so the ONNX model computes the order of any grid with sides up to 4096
+    patches.
 
     Raises:
         ValueError: an unknown ``major_axis``.
@@ -169,6 +182,8 @@ def gilbert_index_grid(height: int, width: int, major_axis: str = 'width',
     device = torch.device('cpu') if device is None else torch.device(device)
     if torch.jit.is_tracing():  # TorchScript tracing cannot hand a device to a custom op; sizes are constants there
         return _gilbert_steps(height, width, major_axis == 'longer', device).reshape(height, width)
+    if torch.compiler.is_exporting():  # ONNX has no custom op: the fixed-depth descent, as graph operations
+        return _gilbert_steps(height, width, major_axis == 'longer', device, EXPORT_LEVELS).reshape(height, width)
     return _gilbert_op(height, width, major_axis == 'longer', device).reshape(height, width)
 
 
