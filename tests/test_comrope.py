@@ -423,3 +423,19 @@ def test_compiled_liere_inference_reads_the_eager_cache():
         assert graphs and 'liere_cached_blocks' in graphs[0] and 'matrix_exp' not in graphs[0]
         model.pe.layers[0].freqs.mul_(1.5)
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('dtype, tol', [(torch.float32, 2e-5), (torch.float64, 1e-12)])
+def test_expm_ps_matches_matrix_exp(dtype, tol):
+    """The eager LieRE exponential (Paterson-Stockmeyer Taylor, scaling and squaring) against torch.linalg.matrix_exp
+    on skew-symmetric 8 x 8 blocks from tiny to large norms, relative to the norm of the result (1 for rotations)."""
+    from zoo.encodings.comrope import expm_ps
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(64, 3, 8, 8, generator=gen, dtype=torch.float64)
+    a = (p - p.transpose(-1, -2)) * torch.tensor([1e-3, 0.3, 3.0, 30.0], dtype=torch.float64).repeat(16)[:, None,
+                                                                                                        None, None]
+    want = torch.linalg.matrix_exp(a)
+    got = expm_ps(a.to(dtype))
+    assert got.dtype == dtype and got.shape == a.shape
+    assert (got.double() - want).abs().max().item() < tol * (1 if dtype == torch.float64 else 4)
+    assert expm_ps(torch.zeros(0, 8, 8, dtype=dtype)).shape == (0, 8, 8)
