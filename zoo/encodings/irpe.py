@@ -599,7 +599,7 @@ class IRPE(PosEncoding):
     def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], num_prefix_tokens: int = 1,
                  ratio: float = 1.9, method: str = 'product', mode: str = 'contextual', shared_head: bool = True,
                  skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True,
-                 query_block: int = 256, block_above: Optional[int] = 1024):
+                 query_block: int = 128, block_above: Optional[int] = 1024):
         super().__init__()
         if int(query_block) < 1:
             raise ValueError(f'irpe: query_block must be >= 1, got {query_block}')
