@@ -270,16 +270,17 @@ def acceptance(done: List[dict], df: pd.DataFrame, tf: int, ts: int) -> Dict[str
 
 
 def noise_lines(df: pd.DataFrame, done: List[dict], ranked: List[str], tf: int, ts: int) -> List[str]:
-    """Seed spread per cell (the largest |seed 0 - seed 1| of any PE there) and, per cell off the training clip,
-    the differences between ranked (learned, seed-0) models that exceed twice that spread."""
+    """Seed spread per cell (the largest |seed 0 - seed 1| of any PE there with both seeds among ``done``: the sweep
+    passes the learned runs, so a seed that never left the plateau does not pass for noise) and, per cell off the
+    training clip, the differences between ranked (learned, seed-0) models that exceed twice that spread."""
     lines = ['## What holds beyond seed noise', '']
     pairs: Dict[str, Dict[int, str]] = {}
     for r in done:
         pairs.setdefault(r['pe'], {})[r['seed']] = r['label']
     pairs = {pe: s for pe, s in pairs.items() if 0 in s and 1 in s}
     if not pairs:
-        return lines + ['No PE has finished both seeds yet, so the seed noise is not measured and no difference is '
-                        'claimed.', '']
+        return lines + ['No PE has learned with both seeds yet, so the seed noise is not measured and no difference '
+                        'is claimed.', '']
     top1 = {(r['label'], int(r['frames']), int(r['size'])): float(r['top1']) for _, r in df.iterrows()}
     cells = sorted({(t, s) for _, t, s in top1}, key=lambda c: (c[1] != ts, c))
     spread = {}
@@ -287,8 +288,9 @@ def noise_lines(df: pd.DataFrame, done: List[dict], ranked: List[str], tf: int, 
         d = [abs(top1[(p[0], *c)] - top1[(p[1], *c)]) for p in pairs.values()
              if (p[0], *c) in top1 and (p[1], *c) in top1]
         spread[c] = max(d) if d else float('nan')
-    lines += [f'Seeds 0 and 1 of {", ".join(f"`{p}`" for p in sorted(pairs))} (same data and recipe; initialisation, '
-              'data order and frame offsets differ). The bar of a cell is twice the largest |seed 0 - seed 1| of any '
+    lines += [f'Seeds 0 and 1 of {", ".join(f"`{p}`" for p in sorted(pairs))}, the PEs whose two seeds both learned '
+              '(same data and recipe; initialisation, data order and frame offsets differ; a seed that did not learn '
+              'is a failure to learn, not seed noise, and is listed under Acceptance). The bar of a cell is twice the largest |seed 0 - seed 1| of any '
               'PE in that cell; a difference between two ranked models (seed 0) counts only above it.', '',
               '| cell | seed spread (points) | bar | differences beyond the bar |', '|---|---|---|---|']
     seed0 = [lab for lab in ranked]
@@ -456,7 +458,7 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
                   '![top-1 against frames and size](video.png)', '']
         plot_frames_scaling(show, png, f'Ranking task ({int(DATA_ARGS["val_per_class"]) * num_classes} val clips, '
                                        '4 classes): zero-shot top-1')
-        lines += noise_lines(df, done, ranked, tf, ts)
+        lines += noise_lines(df, learned, ranked, tf, ts)  # seed noise from PEs with both seeds learned
     lines += ['## Recipe', '',
               'One recipe for every PE; `configs/video_<pe>.yaml` differ only in `model`. A tiny video ViT '
               f'(tubelets of 2 frames x {mk.get("patch_size")} x {mk.get("patch_size")} px, width '
