@@ -439,3 +439,14 @@ def test_expm_ps_matches_matrix_exp(dtype, tol):
     assert got.dtype == dtype and got.shape == a.shape
     assert (got.double() - want).abs().max().item() < tol * (1 if dtype == torch.float64 else 4)
     assert expm_ps(torch.zeros(0, 8, 8, dtype=dtype)).shape == (0, 8, 8)
+
+
+def test_exponentials_refuse_non_finite_generators_in_one_line():
+    """A NaN or inf generator (a diverged run) is a clear ValueError, not 'cannot convert float NaN to integer'."""
+    from zoo.encodings.comrope import expm_ps, expm_taylor
+    for bad in (float('nan'), float('inf')):
+        g = torch.zeros(3, 4, 4)
+        g[1, 0, 1] = bad
+        for fn in (expm_ps, expm_taylor):
+            with pytest.raises(ValueError, match='non-finite generator'):
+                fn(g)

@@ -436,6 +436,20 @@ def matrix_exp(a: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_exp(a)
 
 
+def _squarings(s: torch.Tensor) -> int:
+    """The largest squaring count of a batch, or a clear error when a generator holds NaN or inf entries.
+
+    Raises:
+        ValueError: a non-finite generator (``torch.linalg.matrix_exp`` would return NaN silently).
+    """
+    top = float(s.max().item())
+    if not math.isfinite(top):
+        raise ValueError('matrix exponential of a non-finite generator (NaN or inf entries): the rotation '
+                         'parameters of ComRoPE / LieRE are not finite (a diverged run or a damaged checkpoint); fix: '
+                         'check the parameters, e.g. train with a lower learning rate or load another checkpoint')
+    return int(top)
+
+
 def expm_taylor(a: torch.Tensor) -> torch.Tensor:
     """Matrix exponential by scaling and squaring a Taylor polynomial, written with matmuls, elementwise ops and
     ``where`` only, so that ONNX and inductor have every op (Higham, "The Scaling and Squaring Method for the Matrix
@@ -460,7 +474,7 @@ def expm_taylor(a: torch.Tensor) -> torch.Tensor:
         s = s.clamp_max(MAX_SQUARINGS)
         squarings = MAX_SQUARINGS
     else:
-        squarings = int(s.max().item()) if a.numel() else 0
+        squarings = _squarings(s) if a.numel() else 0
     a = a * torch.pow(2.0, -s)[..., None, None].to(a.dtype)
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
     out = eye + a / deg
@@ -496,7 +510,7 @@ def expm_ps(a: torch.Tensor) -> torch.Tensor:
         return a.reshape(shape).clone()
     norm = a.abs().sum(-2).amax(-1)
     s = torch.ceil(torch.log2(norm.clamp_min(1e-30) / theta)).clamp_min(0)
-    squarings = int(s.max().item())
+    squarings = _squarings(s)
     if squarings:
         a = a * torch.pow(2.0, -s)[:, None, None].to(a.dtype)
     a2 = torch.bmm(a, a)

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from zoo.encodings.longrope import factors_document
 from zoo.encodings.longrope_search import evolution_search, ladder_of
+from zoo.runs.options import command_parser
 from zoo.sweep.options import add_allow_root_option
 
 __all__ = ['build_parser', 'search_longrope', 'main', 'MIN_SAMPLES', 'MemoryEstimateError']
@@ -46,8 +47,12 @@ class MemoryEstimateError(ValueError):
 
 
 def build_parser(prog: str = 'zoo search-longrope') -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split('\n\n')[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = command_parser(prog, __doc__.split('\n\n')[0].replace('``', ''),
+                       'Sizes of the search (Sec. 3.2 of the paper, which uses 64 / 32 / 16 / 16 / 40): a first '
+                       'generation of --population candidates that starts from the none, PI, NTK and YaRN factors, '
+                       'then --iterations rounds that keep the best --parents and add --mutations mutated and '
+                       '--crossovers crossed candidates; each new candidate costs one pass over the --val-size '
+                       'samples.')
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument('--run', metavar='DIR', help='a zoo train / train-vlm run folder (its final checkpoint)')
     src.add_argument('--checkpoint', metavar='PATH', help='a zoo train / train-vlm checkpoint file')
@@ -63,14 +68,14 @@ def build_parser(prog: str = 'zoo search-longrope') -> argparse.ArgumentParser:
                    help='video-LLM: frames of the V-NIAH clips searched at (default: twice the training frames)')
     p.add_argument('--benchmark', default='mvbench', help='video-LLM: reader of --data-dir')
     p.add_argument('--tasks', nargs='+', default=['vniah'], help='video-LLM: tasks (JSON stems) searched on')
-    p.add_argument('--population', type=int, default=8)
-    p.add_argument('--mutations', type=int, default=4)
-    p.add_argument('--crossovers', type=int, default=4)
-    p.add_argument('--parents', type=int, default=4)
-    p.add_argument('--iterations', type=int, default=3)
-    p.add_argument('--seed', type=int, default=0, help='seed of the validation split and the search')
-    p.add_argument('--batch-size', type=int, default=32)
-    p.add_argument('--device', default='cpu')
+    p.add_argument('--population', type=int, default=8, help='candidates in the first generation')
+    p.add_argument('--mutations', type=int, default=4, help='mutated candidates added per iteration')
+    p.add_argument('--crossovers', type=int, default=4, help='crossed candidates added per iteration')
+    p.add_argument('--parents', type=int, default=4, help='best candidates kept as parents')
+    p.add_argument('--iterations', type=int, default=3, help='rounds of mutation and crossover')
+    p.add_argument('--seed', type=int, default=0, help='seed of the validation split and the search (default 0)')
+    p.add_argument('--batch-size', type=int, default=32, help='samples per forward')
+    p.add_argument('--device', default='cpu', help='torch device')
     p.add_argument('--threads', type=int, default=None, help='torch CPU threads')
     return p
 
