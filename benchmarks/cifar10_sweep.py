@@ -97,10 +97,12 @@ print(json.dumps(out))
 """
 
 
-def build_failures(configs: Dict[str, dict]) -> Dict[str, Optional[str]]:
+def build_failures(configs: Dict[str, dict], strict: bool = False) -> Dict[str, Optional[str]]:
     """``{pe: None or reason}``: whether each config's model builds and runs a forward/backward now.
 
-    Checked in a fresh process, so encodings that landed in the checkout while the sweep ran are seen.
+    Checked in a fresh process, so encodings that landed in the checkout while the sweep ran are seen. When that
+    process itself dies, every PE gets its last error line, or, with ``strict``, a one-line ``SystemExit`` (a page
+    must not call every PE unbuildable because the check crashed).
     """
     payload = json.dumps([dict(model=c['model'], img_size=c['img_size'], model_kwargs=c['model_kwargs'])
                           for c in configs.values()])
@@ -108,6 +110,9 @@ def build_failures(configs: Dict[str, dict]) -> Dict[str, Optional[str]]:
                           env=dict(os.environ, OMP_NUM_THREADS='1'))
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ['build check crashed'])[-1]
+        if strict:
+            raise SystemExit(f'cifar10_sweep: the build check process died (exit {proc.returncode}: {reason}); '
+                             'no page written; run it again or build the models by hand to see which one fails')
         return {pe: reason for pe in configs}
     by_model = json.loads(proc.stdout.strip().splitlines()[-1])
     return {pe: by_model[c['model']] for pe, c in configs.items()}
@@ -558,9 +563,9 @@ def main() -> None:
     if args.only:
         configs = {pe: c for pe, c in configs.items() if pe in args.only}
     if args.report_only:
-        failures = build_failures(configs)
-        skipped = {pe: reason for pe, reason in failures.items() if reason is not None}
-        planned = plan([pe for pe in configs if pe not in skipped], configs, args)
+        # every archived run whose fingerprint matches is restored, whether or not its PE builds now; only PEs
+        # without any finished run are build-checked, so that an unbuildable one is listed as skipped, not missing
+        planned = plan(list(configs), configs, args)
         finished = []
         for r in planned:
             if restore_run(r['output'], args.archive, fingerprint_parts(r, args)):
@@ -568,6 +573,11 @@ def main() -> None:
                 with open(os.path.join(r['output'], 'sweep_timing.json')) as f:
                     finished.append(dict(r, status='ok', seconds=json.load(f)['total_s'],
                                          val_top1=float(m['val_top1'].iloc[-1])))
+        have = {r['pe'] for r in finished}
+        unrun = {pe: configs[pe] for pe in configs if pe not in have}
+        failures = build_failures(unrun, strict=True) if unrun else {}
+        skipped = {pe: reason for pe, reason in failures.items() if reason is not None}
+        planned = [r for r in planned if r['pe'] not in skipped]
         write_docs(finished, skipped, args, configs, None, planned)
         return
     extract(args.tarball, args.data)

@@ -227,6 +227,8 @@ def ramp_shares(args):
     lines, below = [], True
     for pe in args.pes:
         path = os.path.join(args.out, f'{pe}_s{args.seeds[0]}', 'checkpoint-last.pth')
+        if not os.path.isfile(path):  # a row not trained here (yet): nothing to read
+            continue
         model, _ = load_model(dict(model=None, checkpoint=path))
         ext = model.pe.extrapolation
         if ext is None:  # no rotary frequencies (alibi rows)
@@ -245,23 +247,28 @@ def ramp_shares(args):
 
 
 def write_docs(args, wall_s: float) -> None:
+    """Write the page, its CSV and figure from the evaluation rows of the ``--pes`` rows only (results of other rows
+    left in ``--eval-dir`` by an earlier run are not shown). Everything is computed before the first file is
+    written, so a failure leaves the three files as they were."""
     df = load_rows(args.eval_dir)
     df = df[~df['error'].apply(lambda e: isinstance(e, str) and bool(e))]
     if 'not_applicable' in df:
         df = df[~df['not_applicable'].apply(lambda e: isinstance(e, str) and bool(e))]
+    df = df[df['base_label'].str.replace(r' seed \d+$', '', regex=True).isin(args.pes)]
+    if not len(df):
+        raise SystemExit(f'extrapolation_sweep: no evaluation rows of {", ".join(args.pes)} in {args.eval_dir}; run '
+                         'without --docs-only first')
     summary = summarise(df)
-    os.makedirs(args.docs, exist_ok=True)
-    shutil.copyfile(os.path.join(args.eval_dir, 'extrapolation.png'), os.path.join(args.docs, 'extrapolation.png'))
-    df.to_csv(os.path.join(args.docs, 'extrapolation_results.csv'), index=False)
     n = int(df['n'].max())
     seeds = sorted({c for c in summary.columns if c.startswith('seed ')})
-    missing = [row for row in PLAN if row not in args.pes]
+    held = list(dict.fromkeys(summary['pe']))
+    missing = [row for row in PLAN if row not in held]
     command = 'python benchmarks/extrapolation_sweep.py' + (f' --pes {" ".join(args.pes)}' if missing else '')
     lines = ['# CIFAR-10: extrapolation strategies for RoPE at 1x, 1.5x and 2x the training size'
              + (' (partial)' if missing else ''), '']
     if missing:
-        lines += [f'**Partial.** This page holds the rows `{"`, `".join(args.pes)}` (`{command}`); the rows '
-                  f'`{"`, `".join(missing)}` of the plan are not run yet. `python benchmarks/extrapolation_sweep.py` '
+        lines += [f'**Partial.** This page holds the rows `{"`, `".join(held)}` (`{command}`); the rows '
+                  f'`{"`, `".join(missing)}` of the plan are not in it yet. `python benchmarks/extrapolation_sweep.py` '
                   'runs the whole plan (finished training runs and factor searches are reused).', '']
     lines += [
              f'The RoPE-family encodings of the CIFAR-10 recipe (`configs/cifar10_<pe>.yaml`: 8 px patches, a 4 x 4 '
@@ -334,6 +341,9 @@ def write_docs(args, wall_s: float) -> None:
               f'/tmp/scaling.png --strategies docs/results/extrapolation.png`. Hardware: {_cpu()} ({os.cpu_count()} '
               f'cores, shared with other jobs), PyTorch {_torch_version()} on CPU; this step took {wall_s / 60:.0f} '
               'min.', '']
+    os.makedirs(args.docs, exist_ok=True)
+    shutil.copyfile(os.path.join(args.eval_dir, 'extrapolation.png'), os.path.join(args.docs, 'extrapolation.png'))
+    df.to_csv(os.path.join(args.docs, 'extrapolation_results.csv'), index=False)
     with open(os.path.join(args.docs, 'extrapolation.md'), 'w') as f:
         f.write('\n'.join(lines))
     log(f'wrote {args.docs}/extrapolation.md')
