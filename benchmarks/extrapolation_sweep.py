@@ -263,7 +263,8 @@ def write_docs(args, wall_s: float) -> None:
     seeds = sorted({c for c in summary.columns if c.startswith('seed ')})
     held = list(dict.fromkeys(summary['pe']))
     missing = [row for row in PLAN if row not in held]
-    command = 'python benchmarks/extrapolation_sweep.py' + (f' --pes {" ".join(args.pes)}' if missing else '')
+    command = 'python benchmarks/extrapolation_sweep.py' + (f' --pes {" ".join(args.pes)}' if missing else '') + (
+        f' --eval-per-class {args.eval_per_class}' if args.eval_per_class != 500 else '')
     lines = ['# CIFAR-10: extrapolation strategies for RoPE at 1x, 1.5x and 2x the training size'
              + (' (partial)' if missing else ''), '']
     if missing:
