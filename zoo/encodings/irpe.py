@@ -41,6 +41,7 @@ here, and this module follows the code):
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -699,15 +700,8 @@ class IRPE(PosEncoding):
                             if 'q' in self.rpe_on})
                 return out
             return {part: v.unsqueeze(0) for part, v in full.items()}
-        if digits is None:
-            shared = ids()
-        else:  # only if some caller asks for them (bias() of a whole layer): built once for all layers
-            built: List[Dict[str, torch.Tensor]] = []
-
-            def shared() -> Dict[str, torch.Tensor]:
-                if not built:
-                    built.append(ids())
-                return built[0]
+        # with digits the ids are built only if some caller asks for them (bias() of a whole layer), once for all layers
+        shared = ids() if digits is None else functools.lru_cache(maxsize=None)(ids)
         return [IRPEAttnTerm(layer, shared, pos.num_tokens, grid, self.skip, block, digits) for layer in self.layers]
 
     def product_digits(self, grid: Tuple[int, ...], device: torch.device) -> ProductDigits:

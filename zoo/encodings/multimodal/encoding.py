@@ -344,6 +344,12 @@ FRAME_MASK_QUERY_BLOCK = 512
 COPE_QUERY_BLOCK = 128
 
 
+def _long_prompt_block(n, block: int) -> Optional[int]:
+    """``block`` (queries per block of the blocked attention path) for a prompt of ``n`` tokens above
+    :data:`BLOCK_ABOVE` in eager mode, else None (one SDPA call; never while tracing, where ``n`` may be symbolic)."""
+    return block if isinstance(n, int) and n > BLOCK_ABOVE and caching_allowed() else None
+
+
 def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[torch.Tensor]:
     """Attention inside visual frames for a per-layer scheme (PyPE): query ``i`` may attend key ``j`` iff both lie in
     the same frame and ``level[j] <= level[i]`` (within a frame the level is the position minus the frame's start, so
@@ -357,13 +363,10 @@ def image_block_mask(positions: torch.Tensor, frames: torch.Tensor) -> Optional[
         ``(B, L, L)`` bool (True = may attend; rows are queries), or ``None`` when no two tokens share a frame (plain
         causal attention).
     """
-    same = (frames[:, :, None] == frames[:, None, :]) & (frames[:, :, None] >= 0)
-    n = frames.shape[-1]
-    same = same & ~torch.eye(n, dtype=torch.bool, device=frames.device)
-    if not bool(same.any()):
+    visual = frames.sort(-1).values
+    if not bool(((visual[:, 1:] == visual[:, :-1]) & (visual[:, 1:] >= 0)).any()):  # no frame holds two tokens
         return None
-    causal = torch.ones(n, n, dtype=torch.bool, device=frames.device).tril()
-    return torch.where(same, positions[:, None, :] <= positions[:, :, None], causal)
+    return image_block_mask_rows(positions, frames, 0, frames.shape[-1])
 
 
 def image_block_mask_rows(positions: torch.Tensor, frames: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -394,10 +397,8 @@ class FrameMaskTerm(RotaryTerm):
         super().__init__(sin, cos, LAYOUT)
         self.positions, self.frames = positions, frames
         self.causal = not bool((frames >= 0).any())
-        n = frames.shape[-1]
-        # long prompts (eager): the pattern per block of queries, never (B, L, L) whole (1 GB of bool at 32k tokens)
-        self.query_block = (FRAME_MASK_QUERY_BLOCK if not self.causal and isinstance(n, int) and n > BLOCK_ABOVE
-                            and caching_allowed() else None)
+        # long prompts: the pattern per block of queries, never (B, L, L) whole (1 GB of bool at 32k tokens)
+        self.query_block = None if self.causal else _long_prompt_block(frames.shape[-1], FRAME_MASK_QUERY_BLOCK)
 
     @property
     def allowed(self) -> Optional[torch.Tensor]:
@@ -449,24 +450,16 @@ class CoPETerm(RotaryTerm):
                  key_mask: Optional[torch.Tensor] = None):
         super().__init__(sin, cos, LAYOUT)
         self.pos_emb, self.divide, self.key_mask = pos_emb, divide, key_mask
-        n = sin.shape[-2]
-        # long prompts (eager): gates, positions and logits per block of queries (each row counts over its own keys),
-        # never (B, heads, L, L) whole (32 GB of float32 per tensor at 32k tokens and 8 heads)
-        self.query_block = (COPE_QUERY_BLOCK if isinstance(n, int) and n > BLOCK_ABOVE and caching_allowed()
-                            else None)
+        # long prompts: gates, positions and logits per block of queries (each row counts over its own keys), never
+        # (B, heads, L, L) whole (32 GB of float32 per tensor at 32k tokens and 8 heads)
+        self.query_block = _long_prompt_block(sin.shape[-2], COPE_QUERY_BLOCK)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         self._query = q  # the un-rotated query for q . E (the attention calls rotate, then bias, on this layer's term)
         return super().rotate(q, k)
 
     def bias(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-        nq, nk = q.shape[-2], k.shape[-2]
-        allowed = torch.arange(nk, device=q.device)[None, :] <= torch.arange(nq, device=q.device)[:, None] + nk - nq
-        if self.key_mask is not None:
-            allowed = allowed & self.key_mask[:, -nk:].to(q.device, torch.bool)[:, None, None, :]
-        query = getattr(self, '_query', None)
-        return cope_bias(q, k, self.pos_emb, allowed, self.divide,
-                         query if query is not None and query.shape == q.shape else None).to(q.dtype)
+        return self.bias_rows(q, k, scale, k.shape[-2] - q.shape[-2], k.shape[-2])  # the queries are the last keys
 
     def bias_rows(self, q: torch.Tensor, k: torch.Tensor, scale: float, start: int, stop: int) -> torch.Tensor:
         """Rows ``start:stop`` (query indices in the key sequence) of :meth:`bias`, ``(B, heads, stop - start, L)``,
