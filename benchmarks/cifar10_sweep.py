@@ -569,10 +569,8 @@ def main() -> None:
         finished = []
         for r in planned:
             if restore_run(r['output'], args.archive, fingerprint_parts(r, args)):
-                m = pd.read_csv(os.path.join(r['output'], 'metrics.csv'))
-                with open(os.path.join(r['output'], 'sweep_timing.json')) as f:
-                    finished.append(dict(r, status='ok', seconds=json.load(f)['total_s'],
-                                         val_top1=float(m['val_top1'].iloc[-1])))
+                metrics, seconds = restored(r, args.archive)
+                finished.append(dict(r, status='ok', seconds=seconds, val_top1=float(metrics['val_top1'].iloc[-1])))
         have = {r['pe'] for r in finished}
         unrun = {pe: configs[pe] for pe in configs if pe not in have}
         failures = build_failures(unrun, strict=True) if unrun else {}
@@ -598,7 +596,7 @@ def main() -> None:
             for pe in ready:
                 del pending[pe]
             log(f'{len(runs)} runs ({", ".join(r["name"] for r in runs)}), {args.jobs} at a time')
-            planned = plan([pe for pe in configs if pe not in skipped], configs, args)  # not: unbuildable PEs
+            planned = plan([pe for pe in configs if pe not in skipped], configs, args)  # unbuildable: skipped
             for res in pool.map(lambda r: job(r, args, env), runs):
                 results.append(res)  # a page (partial until the last run) after every finished run, in plan order
                 write_docs(results, skipped, args, configs, time.time() - t0, planned)
