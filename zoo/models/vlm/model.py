@@ -32,7 +32,6 @@ __all__ = ['VideoLLM', 'VLMOutput', 'create_video_llm', 'video_llm_config', 'lis
            'vlm_schemes']
 
 
-
 def _as_tensor(x: Any, name: str) -> torch.Tensor:
     """``x`` as a tensor: a tensor as is, a numpy array as ``torch.from_numpy`` makes it, a PIL image as uint8
     ``(H, W, 3)`` RGB.
@@ -40,18 +39,15 @@ def _as_tensor(x: Any, name: str) -> torch.Tensor:
     Raises:
         ValueError: anything else (naming the type and what is taken).
     """
+    import numpy as np
     if isinstance(x, torch.Tensor):
         return x
     if hasattr(x, 'convert') and hasattr(x, 'size') and hasattr(x, 'mode'):      # PIL.Image.Image, not imported here
-        import numpy as np
         return torch.from_numpy(np.array(x.convert('RGB'), dtype=np.uint8))
-    try:
-        import numpy as np
-    except ImportError:                                                          # pragma: no cover
-        np = None
-    if np is not None and isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(x))
     raise ValueError(f'{name} must be a torch.Tensor, a numpy array or a PIL image, got {type(x).__name__}')
+
 
 @dataclass
 class VLMOutput:
