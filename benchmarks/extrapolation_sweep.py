@@ -72,6 +72,8 @@ OPTION_NOTES = {
     'alibi': 'ALiBi distance biases (arXiv:2108.12409); the training-free strategies do not apply (`none` only)',
     'alibi_randpos': "ALiBi with randomized positions, `random_positions='subset'`",
 }
+#: The row each training-time option row is compared with (same encoding and recipe, without the option).
+OPTION_BASE = {'rope_mixed_prope75': 'rope_mixed', 'rope_mixed_randpos': 'rope_mixed', 'alibi_randpos': 'alibi'}
 
 
 def _train_command(args, row: str, seed: int, out: str) -> List[str]:
@@ -218,11 +220,42 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
     return lines
 
 
+def option_lines(summary: pd.DataFrame) -> List[str]:
+    """Per training-time option row (:data:`OPTION_BASE`) and size: the option row against its base row under
+    ``none`` and under the option row's best strategy at that size; a difference counts beyond twice the larger seed
+    spread of the two cells (the page's rule)."""
+    lines = []
+    for row, base in OPTION_BASE.items():
+        mine, theirs = summary[summary['pe'] == row], summary[summary['pe'] == base]
+        if not len(mine) or not len(theirs):
+            continue
+        for size in sorted(set(mine['size'])):
+            here = mine[mine['size'] == size].set_index('extrapolation')
+            there = theirs[theirs['size'] == size].set_index('extrapolation')
+            best = here['mean'].idxmax()
+            for strategy in dict.fromkeys(['none', best]):
+                if strategy not in there.index:
+                    continue
+                a, b = here.loc[strategy], there.loc[strategy]
+                diff, bar = a['mean'] - b['mean'], 2 * max(a['spread'], b['spread'])
+                verdict = ('**better** beyond noise' if diff > bar else '**worse** beyond noise' if -diff > bar
+                           else 'within noise')
+                lines.append(f'| `{row}` vs `{base}` | {strategy} | {size} | {a["mean"]:.2f} | {b["mean"]:.2f} | '
+                             f'{diff:+.2f} | {bar:.2f} | {verdict} |')
+    if not lines:
+        return []
+    return ['## Training-time options against their base row', '',
+            'Each option row against the same encoding trained without the option (same recipe and seeds), under '
+            '`none` and under the option row\'s best strategy at that size; bar = twice the larger seed spread of '
+            'the two cells.', '',
+            '| rows | strategy | px | option mean | base mean | difference | bar | verdict |',
+            '|---|---|---|---|---|---|---|---|'] + lines + ['']
+
+
 def ramp_shares(args):
     """Per encoding: the share of rotary frequency components that YaRN's ramp keeps even partly (``r >= alpha``,
     ``r = L |theta| / 2 pi`` over the training extent L), read from the seed-0 checkpoint, and the temperature."""
     import math
-    import torch
     from zoo.runs.models import load_model
     lines, below = [], True
     for pe in args.pes:
@@ -301,12 +334,14 @@ def write_docs(args, wall_s: float) -> None:
                     mean = f'**{mean}**'
                 cells.append(f'{mean} ({", ".join(f"{r[c]:.2f}" for c in seeds)})')
             lines.append(f'| {pe} | {strategy} | ' + ' | '.join(cells) + ' |')
-    options = [f'- `{row}`: {OPTION_NOTES[row]}.' for row in args.pes if row in OPTION_NOTES]
+    options = [f'- `{row}`: {OPTION_NOTES[row]}.' for row in args.pes if row in OPTION_BASE]
     lines += ['', 'Bold: best mean per encoding and size above the training size. At 32 px (the training grid) every '
               'strategy but `mspoe` is the identity, so those rows agree exactly (a check of the implementation).',
               '']
     lines += (['Rows with training-time position options (each its own training run, same recipe and seeds; the '
                'strategies are applied on top at evaluation):', ''] + options + [''] if options else [])
+    if 'alibi' in args.pes:
+        lines += [f'- `alibi`: {OPTION_NOTES["alibi"]}.', '']
     lines += [
               '![top-1 per strategy](extrapolation.png)', '',
               '## Which strategy wins', '',
@@ -314,6 +349,8 @@ def write_docs(args, wall_s: float) -> None:
               'noise when it exceeds the runner-up by more than twice the larger seed spread of the two (the rule of '
               '[cifar10.md](cifar10.md); two seeds are a thin estimate of noise, so borderline cases are ties).', '']
     lines += verdicts(summary)
+    compared = option_lines(summary)
+    lines += [''] + compared if compared else []
     shares, below = ramp_shares(args)
     ramp = ('On this training grid every rotary frequency component turns less than alpha = 1 times over the '
             'training extent (list below), so YaRN\'s ramp interpolates every pair exactly like `pi`: here `yarn` is '
