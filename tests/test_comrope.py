@@ -441,6 +441,68 @@ def test_expm_ps_matches_matrix_exp(dtype, tol):
     assert expm_ps(torch.zeros(0, 8, 8, dtype=dtype)).shape == (0, 8, 8)
 
 
+@pytest.mark.parametrize('dtype, tol', [(torch.float32, 2e-6), (torch.float64, 1e-13)])
+@pytest.mark.parametrize('block_size', [4, 8])
+def test_expm_skew_matches_matrix_exp(dtype, tol, block_size):
+    """LieRE's eager exponential (spectral scaling, one squaring count per batch) against float64 matrix_exp on
+    skew-symmetric blocks with spectral radii from 1e-4 to ~300 (up to 8 squarings), mixed in one batch (the small ones
+    take the squarings of the largest) and each norm alone; error relative to the norm of the result (1)."""
+    from zoo.encodings.comrope import expm_skew
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(96, block_size, block_size, generator=gen, dtype=torch.float64)
+    a = (p - p.mT) * torch.logspace(-4, 1.7, 96, dtype=torch.float64)[:, None, None]
+    want = torch.linalg.matrix_exp(a)
+    assert torch.linalg.eigvals(a).imag.abs().amax() > 100  # large enough to need several squarings
+
+    def err(got):
+        return (got.double() - want[:got.shape[0]]).abs().amax((-2, -1))
+
+    got = expm_skew(a.to(dtype))
+    assert got.dtype == dtype and got.shape == a.shape
+    # float32 rounding grows with the squarings (2^s u): bound each matrix by its own spectral radius' squaring count
+    rho = torch.linalg.eigvals(a).imag.abs().amax(-1)
+    squarings = torch.ceil(torch.log2(rho / 1.7)).clamp_min(0)
+    assert (err(got) < tol * 2.0 ** squarings.max()).all(), err(got).max()
+    alone = torch.cat([expm_skew(m[None].to(dtype)) for m in a])
+    assert (err(alone) < tol * 2.0 ** squarings).all(), (err(alone) / 2.0 ** squarings).max()
+    assert expm_skew(torch.zeros(0, 8, 8, dtype=dtype)).shape == (0, 8, 8)
+    assert torch.equal(expm_skew(torch.zeros(2, 8, 8, dtype=dtype)), torch.eye(8, dtype=dtype).expand(2, 8, 8))
+    with pytest.raises(ValueError, match='non-finite generator'):
+        expm_skew(torch.full((1, 8, 8), float('nan'), dtype=dtype))
+
+
+@pytest.mark.parametrize('dtype, tol', [(torch.float32, 1e-5), (torch.float64, 1e-11)])
+@pytest.mark.parametrize('prefix', [(1, 1), (3, 1), (0, 0)])
+def test_liere_chunked_inference_matches_definition(dtype, tol, prefix, monkeypatch):
+    """The video-size LieRE path (blocks built inside the attention, chunk by chunk, eager inference) rotates q and k
+    as the definition (float64 matrix_exp of each token's generator), class and register tokens included, with
+    large generators (several squarings)."""
+    num_prefix, num_class = prefix
+    pe = LieRE(dim=64, num_heads=2, depth=1, grid_size=(2, 3, 4), num_prefix_tokens=num_prefix,
+               num_class_tokens=num_class, block_size=8, init_std=4.0).to(dtype).eval()
+    monkeypatch.setattr(LieRE, 'dense_cache_bytes', 0)  # always the chunked LieRotation
+    monkeypatch.setattr(zoo.encodings.comrope.LieRotation, 'chunk_elements', 7 * 2 * 4 * 64)  # 7 tokens a chunk
+    t, h, w = 2, 3, 4
+    pos = Positions((t, h, w), num_prefix, num_class)
+    q = torch.randn(2, 2, pos.num_tokens, 32, dtype=dtype)
+    k = torch.randn_like(q)
+    with torch.no_grad():
+        term = pe.attn_terms(pos, dtype, q.device)[0]
+        assert isinstance(term, zoo.encodings.comrope.LieRotation)
+        got_q, got_k = term.rotate(q, k)
+        tt, rr, cc = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing='ij')
+        coords = torch.stack([(rr.reshape(-1) + 0.5) / h, (cc.reshape(-1) + 0.5) / w, (tt.reshape(-1) + 0.5) / t], -1)
+        coords = torch.cat([torch.full((num_class, 3), 0.5), coords]).double()
+        r = pe.rotation_blocks(0, coords)  # (L_rot, H, m, b, b)
+        eye = torch.eye(8, dtype=r.dtype).expand(num_prefix - num_class, *r.shape[1:])
+        r = torch.cat([r[:num_class], eye, r[num_class:]])
+        assert pe.generators(0).abs().sum(-2).amax() > 8  # the blocks need squarings
+    for x, got in ((q, got_q), (k, got_k)):
+        want = torch.einsum('lhmij,nhlmj->nhlmi', r, x.double().unflatten(-1, (-1, 8))).flatten(-2)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.double(), want, atol=tol, rtol=0)
+
+
 def test_exponentials_refuse_non_finite_generators_in_one_line():
     """A NaN or inf generator (a diverged run) is a clear ValueError, not 'cannot convert float NaN to integer'."""
     from zoo.encodings.comrope import expm_ps, expm_taylor
