@@ -227,28 +227,20 @@ class ProductDigits:
         self.lut_r, self.lut_c = digits(height), digits(width)
         tok = torch.arange(t * height * width, device=device)
         self.tok_t, self.tok_r, self.tok_c = tok // (height * width), (tok // width) % height, tok % width
-        self._blocks: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
+        # per query, built once here (before any forward's transient buffers, so they do not pin heap memory between
+        # them): the column digit of every key column (L, C) and the (time, row) digit pair of every key row (L, T R)
+        self._cols = self.lut_c[self.tok_c]
+        row_digit = self.lut_r[self.tok_r]  # (L, R)
+        self._hi = ((self.lut_t[self.tok_t][:, :, None] * self.k + row_digit[:, None, :]).flatten(1) if self.video
+                    else row_digit)
 
     def block_index(self, start: int, stop: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """For the queries ``start:stop`` (``Lq`` of them): the column digit of every (query, key column) ``(Lq, C)``
-        and, for every (query, key frame, key row), the row of the query's ``(Lq * K^(n-1), C)`` column-gathered
-        projection that holds its keys, flattened ``(Lq * T * R,)``; cached per block."""
-        got = self._blocks.get((start, stop))
-        if got is not None:
-            return got
-        k = self.k
-        cols = self.lut_c[self.tok_c[start:stop]]
-        row_digit = self.lut_r[self.tok_r[start:stop]]  # (Lq, R)
-        n = stop - start
-        q = torch.arange(n, device=cols.device)
-        if self.video:
-            hi = (q * k * k)[:, None, None] + self.lut_t[self.tok_t[start:stop]][:, :, None] * k + row_digit[:, None, :]
-        else:
-            hi = (q * k)[:, None] + row_digit
-        got = (cols, hi.reshape(-1))
-        if len(self._blocks) < 64:
-            self._blocks[(start, stop)] = got
-        return got
+        (a view) and, for every (query, key frame, key row), the row of the query's ``(Lq * K^(n-1), C)``
+        column-gathered projection that holds its keys, flattened ``(Lq * T * R,)``."""
+        hi = self._hi[start:stop]
+        local = torch.arange(stop - start, device=hi.device)  # the query's row block in the block's projection
+        return self._cols[start:stop], (hi + (local * self.k ** (2 if self.video else 1))[:, None]).reshape(-1)
 
 
 class IRPETable(nn.Module):

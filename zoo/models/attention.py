@@ -220,16 +220,21 @@ class Attention(nn.Module):
         n, n_keys = q.shape[-2], k.shape[-2]
         offset = n_keys - n  # key position of the first query (a KV cache puts the queries last)
         drop = self.attn_drop.p if self.training else 0.
-        out = []
+        # the output is allocated once and filled block by block: no list of per-block outputs interleaved with the
+        # blocks' transient biases on the heap (which kept the allocator from reusing or returning their memory)
+        out = q.new_empty(*q.shape[:-1], v.shape[-1])
         for start in range(0, n, block):
             stop = min(n, start + block)
             qb = q[:, :, start:stop]
             bias = term.bias_rows(qb, k, self.scale, offset + start, offset + stop)
             mask, causal = build_attn_mask(bias, attn_mask, is_causal, stop - start, n_keys, q.dtype, q.device,
                                            query_offset=offset + start)
-            out.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, is_causal=causal, dropout_p=drop,
-                                                      scale=None if q.shape[-1] == self.head_dim else self.scale))
-        return torch.cat(out, dim=2)
+            del bias  # one block's bias alive at a time (the next block's is built after this one is freed)
+            out[:, :, start:stop] = F.scaled_dot_product_attention(
+                qb, k, v, attn_mask=mask, is_causal=causal, dropout_p=drop,
+                scale=None if q.shape[-1] == self.head_dim else self.scale)
+            del mask
+        return out
 
 
 class Block(nn.Module):
