@@ -387,8 +387,9 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
     if partial:
         lines += [f'**Partial.** {len(done)} of {len(runs)} runs had finished when this page was written; the sweep '
                   f'continues with the same command (`nohup nice {command} > {log_file} 2>&1 &`, finished '
-                  'runs are skipped, interrupted ones resumed), and `python benchmarks/video_sweep.py --report-only` '
-                  '(with the same task flags) rewrites this page from what has finished. Missing: ' +
+                  'runs are skipped, interrupted ones resumed), and `python benchmarks/video_sweep.py' +
+                  (' --task steps' if steps else '') + ' --report-only` rewrites this page from what has finished. '
+                  'Missing: ' +
                   ', '.join(f'`{r["name"]}`' for r in missing) + '. Nothing below is a ranking of the missing '
                   'PEs.', '']
     if steps:
