@@ -399,6 +399,14 @@ class IRPELayer(nn.Module):
         return module.tables() if isinstance(module, IRPECross) else [module]
 
 
+def _accumulate(out: Optional[torch.Tensor], t: torch.Tensor) -> torch.Tensor:
+    """``out + t``, in place where ``out`` (a fresh gather / index result, never a parameter) already has the
+    broadcast shape: one pass over the ``(B, H, Lq, Lk)`` logits instead of a new tensor."""
+    if out is None:
+        return t
+    return out.add_(t) if out.shape == torch.broadcast_shapes(out.shape, t.shape) else out + t
+
+
 class IRPEAttnTerm(AttnTerm):
     """What one layer's iRPE adds to its attention, for one grid.
 
@@ -480,7 +488,7 @@ class IRPEAttnTerm(AttnTerm):
                     t = table.logits_separable(qs, self.digits, start, stop)
                 else:
                     t = table.logits(qs, self.ids[table.part][:, rows])
-                out = t if out is None else out + t
+                out = _accumulate(out, t)
         q_tables = self.layer.tables('q')
         if q_tables:
             contextual = q_tables[0].mode == 'contextual'
@@ -493,7 +501,7 @@ class IRPEAttnTerm(AttnTerm):
             ks = k * scale if contextual and start is None else k
             for table, proj_t in zip(q_tables, projs):
                 t = table.logits_transposed(ks, self.ids[table.part + '.t'][:, rows], proj_t)
-                out = t if out is None else out + t
+                out = _accumulate(out, t)
         if start is not None and stop >= k.shape[-2]:
             self._proj_t = None  # the last block (queries are the last keys): let the projection go
         return None if out is None else out.to(q.dtype)
@@ -507,7 +515,7 @@ class IRPEAttnTerm(AttnTerm):
         out = None
         for table in tables:
             t = table.values(attn, self.ids[table.part])
-            out = t if out is None else out + t
+            out = _accumulate(out, t)
         return out
 
 

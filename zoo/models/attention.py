@@ -196,11 +196,13 @@ class Attention(nn.Module):
         n = q.shape[-2]
         bias = term.bias(q, k, self.scale) if term is not None else None
         mask, causal = build_attn_mask(bias, attn_mask, is_causal, n, k.shape[-2], q.dtype, q.device)
+        del bias  # kept alive by mask only when it is the mask
         attn = (q * self.scale) @ k.transpose(-2, -1)
         if causal:  # only returned when queries and keys coincide
             mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
-        if mask is not None:
-            attn = attn.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else attn + mask
+        if mask is not None:  # in place on the fresh scores (their matmul's backward needs q and k only)
+            attn = attn.masked_fill_(~mask, float('-inf')) if mask.dtype == torch.bool else attn.add_(mask)
+        del mask
         attn = attn.softmax(dim=-1)
         multiplier = term.attn_multiplier(q, k) if term is not None else None
         if multiplier is not None:
@@ -209,7 +211,7 @@ class Attention(nn.Module):
         x = attn @ v
         extra = term.value_term(attn) if term is not None else None
         if extra is not None:
-            x = x + extra.to(x.dtype)
+            x = x.add_(extra.to(x.dtype))
         return x
 
     def _blocked_sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: AttnTerm,
