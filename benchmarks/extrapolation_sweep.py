@@ -414,17 +414,22 @@ def dry_run_settings(args) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--tarball', default=os.path.join(os.path.dirname(ROOT), 'shared', 'data', 'cifar10-jpg.tar.gz'))
-    p.add_argument('--data', default='data/cifar10')
+    p.add_argument('--tarball', default=os.path.join(os.path.dirname(ROOT), 'shared', 'data', 'cifar10-jpg.tar.gz'),
+                   help='CIFAR-10 as JPEG folders, extracted to --data unless that is already there')
+    p.add_argument('--data', default='data/cifar10', help='the extracted image folders (train/, test/)')
     p.add_argument('--out', default='runs/cifar10', help='run dirs (shared with cifar10_sweep.py)')
-    p.add_argument('--eval-dir', default='runs/cifar10/extrapolation')
-    p.add_argument('--docs', default='docs/results')
+    p.add_argument('--eval-dir', default='runs/cifar10/extrapolation',
+                   help='where the evaluation sweeps write their results (the page is made from them)')
+    p.add_argument('--docs', default='docs/results', help='where extrapolation.md, its CSV and figure are written '
+                                                          '(overwritten)')
     p.add_argument('--pes', nargs='+', default=list(PLAN), choices=list(PLAN), metavar='ROW',
                    help=f'rows of the plan: {", ".join(PLAN)}')
-    p.add_argument('--seeds', type=int, nargs='+', default=[0, 1])
-    p.add_argument('--sizes', type=int, nargs='+', default=[32, 48, 64])
-    p.add_argument('--eval-per-class', type=int, default=500)
-    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--seeds', type=int, nargs='+', default=[0, 1], help='training seeds of every row')
+    p.add_argument('--sizes', type=int, nargs='+', default=[32, 48, 64],
+                   help='evaluation sizes in px (training: 32; LongRoPE factors are searched at the largest)')
+    p.add_argument('--eval-per-class', type=int, default=500, help='test images per class at every size')
+    p.add_argument('--threads', type=int, default=2,
+                   help='torch threads of every command (resuming a training run needs the same value)')
     p.add_argument('--docs-only', action='store_true', help='only rewrite the page from the saved results')
     p.add_argument('--dry-run', metavar='DIR', help='check the plan: every row trained one tiny epoch (depth 1) on a '
                    'synthetic 10-class folder under DIR and evaluated at 32 and 48 px, one seed; the page goes to DIR')

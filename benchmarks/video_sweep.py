@@ -1,6 +1,7 @@
-"""Video position-encoding sweep on the ranking task: every 3D PE trained at 8 frames of 32 px on clips that only the
-order or the time of tubelet-aligned events separates, evaluated zero-shot over frames (at the training size) and over
-frame sizes (at the training frame count); writes docs/results/video.md, video_results.csv and the figures.
+"""Video position-encoding sweep: 3D PEs trained at 8 frames of 32 px on a diagnostic task (ranking, the default:
+clips that only the order or the time of tubelet-aligned events separates; steps: a shape stepping one way per
+block), evaluated zero-shot over frames (at the training size) and over frame sizes (at the training frame count);
+writes docs/results/video.md (steps: video_steps.md), its CSV and figures.
 
     python benchmarks/video_sweep.py            # from the repository root; several hours on 2 busy CPU cores
     python benchmarks/video_sweep.py --report-only   # the page from the runs finished so far (marked partial)
@@ -577,9 +578,15 @@ def plan_runs(configs: Dict[str, dict], ready: List[str], args) -> List[dict]:
     return runs
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults in the help, except ``None`` (options whose default depends on ``--task`` say so themselves)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=_Help)
     p.add_argument('--task', choices=sorted(TASK_SETUPS), default='ranking',
                    help='ranking: every PE, the ranked page (video.md); steps: the harder task for the PEs that learn '
                         'the ranking task fastest, 40 epochs (video_steps.md)')
@@ -597,7 +604,7 @@ def main() -> None:
     p.add_argument('--sizes', type=int, nargs='+', default=[24, 32, 40, 48, 64])
     p.add_argument('--cross', action='store_true', help='evaluate the full frames x sizes grid (slower)')
     p.add_argument('--noise-pes', nargs='+', default=None,
-                   help='PEs trained with a second seed (ranking: rope3d sincos rope_mixed; rope_mixed as well since '
+                   help='PEs trained with a second seed (default, ranking: rope3d sincos rope_mixed, the last because '
                         'sincos did not learn at that budget; steps: rope3d rope_mixed)')
     p.add_argument('--only', nargs='+', default=None,
                    help='restrict to these PEs (default: every config for ranking; nope rope3d rope_mixed gta liere '
