@@ -73,17 +73,24 @@ def make_data(path: str, env: dict, data_args: dict = DATA_ARGS) -> None:
     arguments."""
     meta = os.path.join(path, 'meta.json')
     if os.path.isfile(meta):
-        with open(meta) as f:
-            m = json.load(f)
-        have = dict(task=m.get('task', 'basic'), num_per_class=m['num_per_class']['train'],
-                    val_per_class=m['num_per_class']['val'], frames=m['num_frames'], size=m['size'], seed=m['seed'],
-                    blocks=m.get('blocks'))
+        try:
+            with open(meta) as f:
+                m = json.load(f)
+            have = dict(task=m.get('task', 'basic'), num_per_class=m['num_per_class']['train'],
+                        val_per_class=m['num_per_class']['val'], frames=m['num_frames'], size=m['size'],
+                        seed=m['seed'], blocks=m.get('blocks'))
+        except (ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f'{path} holds another kind of data set ({meta} is not a zoo make-videos record: '
+                             f'{type(e).__name__}: {e}); pass another --data') from None
         if have == data_args:
             log(f'data: {path} already present')
             return
         raise SystemExit(f'{path} holds another synthetic set ({have}); remove it or pass another --data')
     cmd = [sys.executable, '-m', 'zoo.cli', 'make-videos', '--output', path]
     if os.path.isdir(path) and os.listdir(path):
+        if not _cut_set(path):
+            raise SystemExit(f'{path} is not empty and is not a synthetic set cut short (it holds '
+                             f'{", ".join(sorted(os.listdir(path))[:5])}); pass an empty or new --data')
         cmd.append('--overwrite')  # a set cut short (no meta.json, written last): make it again
         log(f'data: {path} has no meta.json (a cut run); writing it again')
     for k, v in data_args.items():
@@ -92,6 +99,20 @@ def make_data(path: str, env: dict, data_args: dict = DATA_ARGS) -> None:
     if run_logged(cmd, path.rstrip('/') + '.log', env, 3600) != 0:
         raise SystemExit(f'zoo make-videos failed; see {path.rstrip("/")}.log')
     log(f'data: wrote {path}')
+
+
+def _cut_set(path: str) -> bool:
+    """Whether ``path`` holds only what an interrupted ``zoo make-videos`` of a diagnostic task leaves: ``train/``
+    and ``val/`` whose folders are that task's classes (so another data set is never overwritten)."""
+    from zoo.datasets.diagnostic_video import TASKS
+    classes = {c for task in TASKS.values() for c in task}
+    for entry in os.listdir(path):
+        sub = os.path.join(path, entry)
+        if entry not in ('train', 'val') or not os.path.isdir(sub):
+            return False
+        if not set(os.listdir(sub)) <= classes:
+            return False
+    return True
 
 
 def load_configs(pattern: str) -> Dict[str, dict]:
@@ -382,14 +403,12 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
     title = ('# Steps task: 3D position encodings on where and in which order a shape moves' if steps else
              '# Ranking task: 3D position encodings on the order and time of events')
     lines = [title + (' (partial)' if partial else ''), '']
-    command = 'python benchmarks/video_sweep.py' + (' --task steps' if steps else '') + \
-        (' --cross' if args.cross else '') + (f' --only {" ".join(args.only)}' if args.only_given else '')
-    log_file = f'{args.out}/sweep.log' 
+    command = args.command
+    log_file = f'{args.out}/sweep.log'
     if partial:
         lines += [f'**Partial.** {len(done)} of {len(runs)} runs had finished when this page was written; the sweep '
                   f'continues with the same command (`nohup nice {command} > {log_file} 2>&1 &`, finished '
-                  'runs are skipped, interrupted ones resumed), and `python benchmarks/video_sweep.py' +
-                  (' --task steps' if steps else '') + ' --report-only` rewrites this page from what has finished. '
+                  'runs are skipped, interrupted ones resumed), and `' + command + ' --report-only` rewrites this page from what has finished. '
                   'Missing: ' +
                   ', '.join(f'`{r["name"]}`' for r in missing) + '. Nothing below is a ranking of the missing '
                   'PEs.', '']
@@ -403,8 +422,10 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
             'up or down; nothing moves inside a 2-frame tubelet, so the direction is not visible to the patch '
             'embedding. Each mirror pair (left / right, up / down) shows the same shape at the same places, only in '
             'the opposite order: a model without positions sees the same bag of tokens for both and can at best '
-            f'tell the axes apart: {NOPE_LEVEL:.0f} % (chance {chance:.0f} %). The PEs run are the fastest learners '
-            'of the ranking task (`docs/results/video.md`) and NoPE; `--only` adds others. Evaluated zero-shot on '
+            f'tell the axes apart: {NOPE_LEVEL:.0f} % (chance {chance:.0f} %). ' +
+            (f'The PEs run: {", ".join(args.only)} (`--only`). ' if args.only_given else
+             'The PEs run are the fastest learners of the ranking task (`docs/results/video.md`) and NoPE (`--only` '
+             'runs others). ') + 'Evaluated zero-shot on '
             'the validation files over clip lengths at the training size and over frame sizes at the training frame '
             'count, as the ranking task.', '']
     else:
@@ -517,8 +538,9 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
               'class token. The LR stays at its peak until an epoch\'s training top-1 reaches `hold_until`, then '
               'decays (`--sched hold_cosine`); training and validation clips during training are rendered in memory '
               '(`--in-memory-clips`), the zero-shot evaluation reads the MP4 files.' +
-              (f' This task adds `{args.task_train_args}` to the shared file below (the steps classes need ~10k '
-               'updates, `../shared/notes/video-learning.md`).' if args.task_train_args else ''), '',
+              (f' Training adds `{args.train_args}` to the shared file below' + (
+                  ' (the steps classes need ~10k updates, `../shared/notes/video-learning.md`)' if steps else '') +
+               '; `--data-dir` gives the task\'s set.' if args.train_args else ''), '',
               '```yaml', recipe_txt, '```', '',
               '## How it was made', '',
               '```bash', f'nohup nice {command} > {log_file} 2>&1 &', '```', '',
@@ -578,6 +600,19 @@ def plan_runs(configs: Dict[str, dict], ready: List[str], args) -> List[dict]:
     return runs
 
 
+def _epochs_text(train_args: str) -> str:
+    """``'N epochs'`` from the last ``--epochs N`` / ``--epochs=N`` of ``train_args`` (the one zoo train uses)."""
+    words, epochs = shlex.split(train_args), None
+    for i, w in enumerate(words):
+        if w == '--epochs' and i + 1 < len(words):
+            epochs = words[i + 1]
+        elif w.startswith('--epochs='):
+            epochs = w.split('=', 1)[1]
+    if epochs is None:
+        return 'the recipe\'s epochs'
+    return f'{epochs} epoch' + ('' if epochs == '1' else 's')
+
+
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     """Defaults in the help, except ``None`` (options whose default depends on ``--task`` say so themselves)."""
 
@@ -617,6 +652,9 @@ def main() -> None:
     p.add_argument('--report-only', action='store_true',
                    help='train and evaluate nothing: write the page from the runs finished so far')
     args = p.parse_args()
+    # the page's command: this invocation without --report-only (the sweep that makes, or made, the runs)
+    args.command = ' '.join(['python benchmarks/video_sweep.py'] +
+                            [shlex.quote(a) for a in sys.argv[1:] if a != '--report-only'])
     setup = TASK_SETUPS[args.task]
     args.data = args.data or setup['data']
     args.out = args.out or setup['out']
@@ -624,17 +662,19 @@ def main() -> None:
     args.noise_pes = args.noise_pes if args.noise_pes is not None else setup['noise_pes']
     args.only_given = args.only is not None
     args.only = args.only if args.only is not None else setup['only']
-    args.page, args.data_args, args.task_train_args = setup['page'], setup['data_args'], setup['train_args']
+    args.page, args.data_args = setup['page'], setup['data_args']
     args.train_args = ' '.join(a for a in (setup['train_args'], args.train_args) if a)  # the later --epochs wins
-    epochs = shlex.split(args.train_args)
-    at = [i for i, a in enumerate(epochs[:-1]) if a == '--epochs']  # the last one wins, as in zoo train
-    args.epochs_text = f'{epochs[at[-1] + 1]} epochs' if at else 'the recipe\'s epochs'
+    args.epochs_text = _epochs_text(args.train_args)
     os.chdir(ROOT)
     t0 = time.time()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY='PASSIVE', PYTHONUNBUFFERED='1')
     args.frame_cache = os.path.join(args.out, 'frame-cache')
     configs = load_configs(args.configs)
     if args.only:
+        unknown = [pe for pe in args.only if pe not in configs]
+        if unknown:
+            raise SystemExit(f'--only {" ".join(unknown)}: no configs/video_<pe>.yaml for {", ".join(unknown)}; the '
+                             f'PEs are {", ".join(configs)}')
         configs = {pe: c for pe, c in configs.items() if pe in args.only}
     if args.report_only:
         runs = plan_runs(configs, list(configs), args)
