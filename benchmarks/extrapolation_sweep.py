@@ -200,6 +200,10 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
                              'it with the other rows at this size.')
                 continue
             best, second = order.index[0], order.index[1]
+            if (part['n'] < 2).any() or part['spread'].isna().any():
+                lines.append(f'- `{pe}` at {size} px: best `{best}` ({order.iloc[0]:.2f}); the seed noise is not '
+                             'measured (fewer than two seeds), so no winner is claimed.')
+                continue
             margin = order.iloc[0] - order.iloc[1]
             noise = 2 * max(part.loc[best, 'spread'], part.loc[second, 'spread'])
             scale = size / part['train_size'].iloc[0]
@@ -237,11 +241,15 @@ def option_lines(summary: pd.DataFrame) -> List[str]:
                 if strategy not in there.index:
                     continue
                 a, b = here.loc[strategy], there.loc[strategy]
-                diff, bar = a['mean'] - b['mean'], 2 * max(a['spread'], b['spread'])
-                verdict = ('**better** beyond noise' if diff > bar else '**worse** beyond noise' if -diff > bar
-                           else 'within noise')
+                diff = a['mean'] - b['mean']
+                if min(a['n'], b['n']) < 2 or pd.isna(a['spread']) or pd.isna(b['spread']):
+                    bar, verdict = float('nan'), 'seed noise not measured (fewer than two seeds)'
+                else:
+                    bar = 2 * max(a['spread'], b['spread'])
+                    verdict = ('**better** beyond noise' if diff > bar else '**worse** beyond noise' if -diff > bar
+                               else 'within noise')
                 lines.append(f'| `{row}` vs `{base}` | {strategy} | {size} | {a["mean"]:.2f} | {b["mean"]:.2f} | '
-                             f'{diff:+.2f} | {bar:.2f} | {verdict} |')
+                             f'{diff:+.2f} | {"n/a" if pd.isna(bar) else f"{bar:.2f}"} | {verdict} |')
     if not lines:
         return []
     return ['## Training-time options against their base row', '',
