@@ -136,7 +136,20 @@ def main(argv=None) -> None:
                         help='cpu = time.process_time (robust to other jobs; with one thread the compute time)')
     parser.add_argument('--out', help='write the markdown table here (and a .json beside it)')
     args = parser.parse_args(argv)
-    pes = args.pes or image_pes()
+    for name in ('runs', 'repeats'):
+        if getattr(args, name) < 1:
+            parser.error(f'--{name} {getattr(args, name)}: must be at least 1')
+    if args.warmup < 0:
+        parser.error(f'--warmup {args.warmup}: must be at least 0')
+    known = set(image_pes())
+    from zoo.encodings.registry import list_pos_encodings
+    kinds = set(list_pos_encodings())
+    for spec in args.pes or []:
+        if spec not in known and spec.partition(':')[0] not in kinds:
+            parser.error(f'--pes {spec}: not a registered image model suffix ({", ".join(sorted(known))}) nor an '
+                         'encoding kind[:key=value,...] (zoo.encodings.registry.list_pos_encodings()); names are '
+                         'exact, not patterns')
+    pes = args.pes or sorted(known)
     torch.set_num_threads(args.threads)
     started = load()
     rows = []

@@ -69,6 +69,13 @@ def test_video_model_blocked_equals_whole_and_never_builds_the_whole_bias(monkey
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_video_blocked_empty_batch():
+    # the per-block key count is explicit: an empty batch gives an empty result, as the whole path does
+    with torch.no_grad():
+        assert _video(32)(torch.zeros(0, 3, 8, 64, 64)).shape == (0, 5)
+        assert _video(None)(torch.zeros(0, 3, 8, 64, 64)).shape == (0, 5)
+
+
 def test_video_blocked_gradients_equal_whole():
     x = torch.randn(1, 3, 8, 64, 64)
     grads = []

@@ -467,8 +467,9 @@ def _squarings(s: torch.Tensor) -> int:
     """
     top = float(s.max().item())
     if not math.isfinite(top):
-        raise ValueError('matrix exponential of a non-finite generator (NaN or inf entries): the rotation '
-                         'parameters of ComRoPE / LieRE are not finite (a diverged run or a damaged checkpoint); fix: '
+        raise ValueError('matrix exponential of a non-finite generator (NaN or inf entries, or entries so large '
+                         'that their norm overflows): the rotation parameters of ComRoPE / LieRE are not finite or '
+                         'far too large (a diverged run or a damaged checkpoint); fix: '
                          'check the parameters, e.g. train with a lower learning rate or load another checkpoint')
     return int(top)
 

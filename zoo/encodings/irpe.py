@@ -317,7 +317,7 @@ class IRPETable(nn.Module):
         cols, rows = sep.block_index(start, stop)  # (Lq, C) column digits; (Lq * T * R,) row picks
         per_col = torch.gather(proj.reshape(b * h, n, hi, k), -1, cols[None, :, None].expand(b * h, n, hi, c))
         out = per_col.reshape(b * h, n * hi, c).index_select(1, rows)
-        return out.reshape(b, h, n, -1)
+        return out.reshape(b, h, n, rows.numel() // n * c)  # explicit key count: an empty batch reshapes too
 
     def projection_t(self, x: torch.Tensor) -> torch.Tensor:
         """The q-side projection ``(B, H, K, Lk)`` of the scaled keys ``x`` ``(B, H, Lk, D)`` on every bucket
