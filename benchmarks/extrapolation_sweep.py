@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -217,9 +216,9 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
                 text = (f'no single winner beyond noise: {", ".join(tied)} within noise of each other (best '
                         f'{best} {order.iloc[0]:.2f}, +{margin:.2f} over {second}; threshold {noise:.2f})')
             none_noise = 2 * max(part.loc[best, 'spread'], part.loc['none', 'spread'])
-            text += (f'; {best} vs none: {vs_none:+.2f} points ' +
-                     ('(beyond noise)' if best != 'none' and vs_none > none_noise else '(within noise)'
-                      if best != 'none' else ''))
+            if best != 'none':
+                text += (f'; {best} vs none: {vs_none:+.2f} points ' +
+                         ('(beyond noise)' if vs_none > none_noise else '(within noise)'))
             lines.append(f'- `{pe}` at {size} px ({scale:g}x): {text}.')
     return lines
 
@@ -257,7 +256,7 @@ def option_lines(summary: pd.DataFrame) -> List[str]:
             '`none` and under the option row\'s best strategy at that size; bar = twice the larger seed spread of '
             'the two cells.', '',
             '| rows | strategy | px | option mean | base mean | difference | bar | verdict |',
-            '|---|---|---|---|---|---|---|---|'] + lines + ['']
+            '|---|---|---|---|---|---|---|---|'] + lines
 
 
 def ramp_shares(args):
@@ -383,12 +382,14 @@ def write_docs(args, wall_s: float) -> None:
               f'--scale {max(args.sizes) / 32:g} --val-size {args.search_val} --output R/longrope.json` and the same '
               'eval-resolution with `--run R --extrapolation longrope=R/longrope.json`.', '',
               f'Rows: `extrapolation_results.csv`; full report (heatmap, top-5): `{args.eval_dir}/report.md` after a '
-              f'run. Redraw the figure: `python -m zoo.eval.report docs/results/extrapolation_results.csv --png '
-              f'/tmp/scaling.png --strategies docs/results/extrapolation.png`. Hardware: {_cpu()} ({os.cpu_count()} '
-              f'cores, shared with other jobs), PyTorch {_torch_version()} on CPU; this step took {wall_s / 60:.0f} '
+              'run. Redraw the figure (one panel per row): the command above with `--docs-only`. Hardware: '
+              f'{_cpu()} ({os.cpu_count()} cores, shared with other jobs), PyTorch {_torch_version()} on CPU; this step took {wall_s / 60:.0f} '
               'min.', '']
     os.makedirs(args.docs, exist_ok=True)
-    shutil.copyfile(os.path.join(args.eval_dir, 'extrapolation.png'), os.path.join(args.docs, 'extrapolation.png'))
+    from zoo.sweep.report.plots import plot_strategies  # one panel per row of the plan, not per encoding
+    plot_strategies(df.assign(pe=df['base_label'].str.replace(r' seed \d+$', '', regex=True)),
+                    os.path.join(args.docs, 'extrapolation.png'),
+                    f'Extrapolation strategies: zero-shot top-1 on CIFAR-10 test ({n} images), one panel per row')
     df.to_csv(os.path.join(args.docs, 'extrapolation_results.csv'), index=False)
     with open(os.path.join(args.docs, 'extrapolation.md'), 'w') as f:
         f.write('\n'.join(lines))

@@ -161,9 +161,8 @@ def plot_heatmap(df: pd.DataFrame, path: str, title: str, metric: str = 'top1') 
     _save(fig, path)
 
 
-_STRATEGY_STYLE = {'none': ('#000000', 'o'), 'pi': ('#1f77b4', 's'), 'ntk': ('#2ca02c', '^'), 'yarn': ('#d62728', 'D')}
-
-
+_STRATEGY_STYLE = {'none': ('#000000', 'o'), 'pi': ('#1f77b4', 's'), 'ntk': ('#2ca02c', '^'), 'yarn': ('#d62728', 'D'),
+                   'mspoe': ('#9467bd', 'v'), 'longrope': ('#ff7f0e', 'P')}
 
 
 def plot_strategies(df: pd.DataFrame, path: str, title: str) -> None:
@@ -183,7 +182,8 @@ def plot_strategies(df: pd.DataFrame, path: str, title: str) -> None:
         variants = list(dict.fromkeys(part['base_label']))
         for (base, strategy), p in part.groupby(['base_label', 'extrapolation'], sort=False):
             p = p.sort_values('size')
-            color, marker = _STRATEGY_STYLE.get(strategy, ('#7f7f7f', 'x'))
+            # longrope=FILE labels draw as longrope; other strategies grey
+            color, marker = _STRATEGY_STYLE.get(str(strategy).split('=', 1)[0], ('#7f7f7f', 'x'))
             ls = _LINESTYLES[variants.index(base) % len(_LINESTYLES)]
             for r, col in enumerate(('top1', 'delta')):
                 ax = axes[r, c]
