@@ -537,19 +537,27 @@ def expm_ps(a: torch.Tensor) -> torch.Tensor:
     squarings = _squarings(s)
     if squarings:
         a = a * torch.pow(2.0, -s)[:, None, None].to(a.dtype)
-    a2 = torch.bmm(a, a)
+    out = _taylor_ps(a, torch.bmm(a, a), nb)
+    for i in range(squarings):
+        out = torch.where((s > i)[:, None, None], torch.bmm(out, out), out)
+    return out.reshape(shape)
+
+
+def _taylor_ps(a: torch.Tensor, a2: torch.Tensor, nb: int) -> torch.Tensor:
+    """The degree ``4 nb - 1`` Taylor polynomial of ``exp`` at the (already scaled) batch ``a`` ``(M, b, b)``, with
+    ``a2 = a @ a``, by Paterson-Stockmeyer in ``A^4`` (shared by :func:`expm_ps` and :func:`expm_skew`)."""
     a3 = torch.bmm(a2, a)
     a4 = torch.bmm(a2, a2)
     coef = [1.0 / math.factorial(k) for k in range(4 * nb)]
-    mix = torch.tensor([coef[4 * j + 1:4 * j + 4] for j in range(nb)], dtype=a.dtype, device=a.device)  # (nb, 3)
-    blocks = (mix @ torch.stack([a, a2, a3]).reshape(3, -1)).reshape(nb, *a.shape)
+    blocks = a.new_empty(nb, *a.shape)  # block j: sum_{i<4} coef[4 j + i] a^i (elementwise: ~2x a (nb x 3) matmul)
+    for j in range(nb):
+        torch.mul(a, coef[4 * j + 1], out=blocks[j])
+        blocks[j].add_(a2, alpha=coef[4 * j + 2]).add_(a3, alpha=coef[4 * j + 3])
     blocks.diagonal(dim1=-2, dim2=-1).add_(torch.tensor(coef[::4], dtype=a.dtype, device=a.device)[:, None, None])
     out = blocks[nb - 1]
     for j in range(nb - 2, -1, -1):
         out = torch.baddbmm(blocks[j], a4, out)
-    for i in range(squarings):
-        out = torch.where((s > i)[:, None, None], torch.bmm(out, out), out)
-    return out.reshape(shape)
+    return out
 
 
 def expm_skew(a: torch.Tensor) -> torch.Tensor:
@@ -590,17 +598,7 @@ def expm_skew(a: torch.Tensor) -> torch.Tensor:
     if squarings:
         a = a * 2.0 ** -squarings
         a2 = a2 * 4.0 ** -squarings
-    a3 = torch.bmm(a2, a)
-    a4 = torch.bmm(a2, a2)
-    coef = [1.0 / math.factorial(k) for k in range(4 * nb)]
-    blocks = a.new_empty(nb, *a.shape)  # block j: sum_{i<4} coef[4 j + i] a^i (elementwise: ~2x a (nb x 3) matmul)
-    for j in range(nb):
-        torch.mul(a, coef[4 * j + 1], out=blocks[j])
-        blocks[j].add_(a2, alpha=coef[4 * j + 2]).add_(a3, alpha=coef[4 * j + 3])
-    blocks.diagonal(dim1=-2, dim2=-1).add_(torch.tensor(coef[::4], dtype=a.dtype, device=a.device)[:, None, None])
-    out = blocks[nb - 1]
-    for j in range(nb - 2, -1, -1):
-        out = torch.baddbmm(blocks[j], a4, out)
+    out = _taylor_ps(a, a2, nb)
     for _ in range(squarings):
         out = torch.bmm(out, out)
     return out.reshape(shape)

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
-from timm.layers import trunc_normal_
+from timm.layers import is_exporting, trunc_normal_
 from torch import nn
 
 from ._cache import TableCache
@@ -74,8 +74,7 @@ def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     kernel that reads the bias and the multiplier (compiled 1.48x eager at ViT-Ti/16 224, batch 4; 1.03x with the
     gather outside the graph). Elsewhere (eager, training, ``torch.export`` / ONNX) plain indexing.
     """
-    if (torch.compiler.is_compiling() and not getattr(torch.compiler, 'is_exporting', lambda: False)()
-            and not (torch.is_grad_enabled() and table.requires_grad)):
+    if torch.compiler.is_compiling() and not is_exporting() and not (torch.is_grad_enabled() and table.requires_grad):
         return torch.ops.zoo.urpe_gather_rows(table, index)
     return table[:, index]
 
