@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/compile_speed.py --out docs/benchmarks/compile.md          # every image model's PE, ViT-Ti
+    python benchmarks/compile_speed.py --out docs/benchmarks/compile_registry.md # every image model's PE, ViT-Ti
     python benchmarks/compile_speed.py --pes ape rope_mixed comrope_ld liere     # model suffixes
     python benchmarks/compile_speed.py --pes comrope:variant=ld,block_size=4     # an encoding with options
 
@@ -19,8 +19,7 @@ in the same process, each with ``--warmup`` untimed and ``--repeats`` timed roun
 compiled model run alternately (one batch each, so background load hits both alike) on the process clock
 (``time.process_time``) with one thread by default. Each run gives ``compiled / eager`` of its medians; the table
 gives the median of the runs' ratios and their spread (lowest-highest). A ratio above 1 means compiling made that
-encoding slower. The whole registry takes about 15 minutes of wall time on a loaded 2-core machine (four encodings,
-``--pes ape rope_mixed liere irpe_qkv``: 2 minutes).
+encoding slower.
 """
 from __future__ import annotations
 
@@ -38,7 +37,11 @@ import timm
 import torch
 
 import zoo  # noqa: F401
+from zoo.encodings import list_pos_encodings
 from zoo.models.vit import PEVisionTransformer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from throughput import load  # noqa: E402  (the benchmarks share one load-average reading)
 
 GEOMETRY = {'tiny': dict(embed_dim=192, depth=12, num_heads=3), 'small': dict(embed_dim=384, depth=12, num_heads=6),
             'base': dict(embed_dim=768, depth=12, num_heads=12)}
@@ -112,14 +115,6 @@ def measure(pe: str, args: argparse.Namespace) -> dict:
                 ratio_runs=ratios, compile_s=compile_s, max_abs_diff=err)
 
 
-def load() -> str:
-    """The 1, 5 and 15 minute load averages (``'n/a'`` where the OS has none)."""
-    try:
-        return ' / '.join(f'{v:.1f}' for v in os.getloadavg())
-    except OSError:
-        return 'n/a'
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--pes', nargs='+', default=None,
@@ -141,9 +136,7 @@ def main(argv=None) -> None:
             parser.error(f'--{name} {getattr(args, name)}: must be at least 1')
     if args.warmup < 0:
         parser.error(f'--warmup {args.warmup}: must be at least 0')
-    known = set(image_pes())
-    from zoo.encodings.registry import list_pos_encodings
-    kinds = set(list_pos_encodings())
+    known, kinds = set(image_pes()), set(list_pos_encodings())
     for spec in args.pes or []:
         if spec not in known and spec.partition(':')[0] not in kinds:
             parser.error(f'--pes {spec}: not a registered image model suffix ({", ".join(sorted(known))}) nor an '
