@@ -415,7 +415,7 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
     if steps:
         lines += [
             f'The harder diagnostic task (issue 19: reported for the PEs that learn it, not a gate): the video '
-            f'sweep\'s recipe at {tf} frames of {ts} px, trained for {args.epochs_text}, on the steps task (`zoo '
+            f'sweep\'s recipe at {tf} frames of {ts} px, trained for {_epochs_text(args.train_args)}, on the steps task (`zoo '
             f'make-videos --task steps`: {data_args["num_per_class"]} training and {data_args["val_per_class"]} '
             f'validation clips per class, 4 classes). One shape jumps one step per tubelet-aligned block, '
             f'{data_args["blocks"]} positions along a line of 45-60 % of the frame, to the left (`step_left`), right, '
@@ -664,7 +664,6 @@ def main() -> None:
     args.only = args.only if args.only is not None else setup['only']
     args.page, args.data_args = setup['page'], setup['data_args']
     args.train_args = ' '.join(a for a in (setup['train_args'], args.train_args) if a)  # the later --epochs wins
-    args.epochs_text = _epochs_text(args.train_args)
     os.chdir(ROOT)
     t0 = time.time()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY='PASSIVE', PYTHONUNBUFFERED='1')
