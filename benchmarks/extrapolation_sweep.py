@@ -199,7 +199,7 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
                              'it with the other rows at this size.')
                 continue
             best, second = order.index[0], order.index[1]
-            if (part['n'] < 2).any() or part['spread'].isna().any():
+            if not _noise_measured(part):
                 lines.append(f'- `{pe}` at {size} px: best `{best}` ({order.iloc[0]:.2f}); the seed noise is not '
                              'measured (fewer than two seeds), so no winner is claimed.')
                 continue
@@ -223,6 +223,11 @@ def verdicts(summary: pd.DataFrame) -> List[str]:
     return lines
 
 
+def _noise_measured(cells: pd.DataFrame) -> bool:
+    """Whether every cell (rows of :func:`summarise`) has two or more seeds and a spread: the 2x-spread rule applies."""
+    return bool((cells['n'] >= 2).all() and cells['spread'].notna().all())
+
+
 def option_lines(summary: pd.DataFrame) -> List[str]:
     """Per training-time option row (:data:`OPTION_BASE`) and size: the option row against its base row under
     ``none`` and under the option row's best strategy at that size; a difference counts beyond twice the larger seed
@@ -241,7 +246,7 @@ def option_lines(summary: pd.DataFrame) -> List[str]:
                     continue
                 a, b = here.loc[strategy], there.loc[strategy]
                 diff = a['mean'] - b['mean']
-                if min(a['n'], b['n']) < 2 or pd.isna(a['spread']) or pd.isna(b['spread']):
+                if not _noise_measured(pd.DataFrame([a, b])):
                     bar, verdict = float('nan'), 'seed noise not measured (fewer than two seeds)'
                 else:
                     bar = 2 * max(a['spread'], b['spread'])
