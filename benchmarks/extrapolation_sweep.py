@@ -388,7 +388,8 @@ def write_docs(args, wall_s: float) -> None:
               'eval-resolution with `--run R --extrapolation longrope=R/longrope.json`.', '',
               f'Rows: `extrapolation_results.csv`; full report (heatmap, top-5): `{args.eval_dir}/report.md` after a '
               'run. Redraw the figure (one panel per row): the command above with `--docs-only`. Hardware: '
-              f'{_cpu()} ({os.cpu_count()} cores, shared with other jobs), PyTorch {_torch_version()} on CPU; this step took {wall_s / 60:.0f} '
+              f'{_cpu()} ({os.cpu_count()} cores, shared with other jobs), PyTorch {_torch_version()} on CPU; '
+              f'this step took {wall_s / 60:.0f} '
               'min.', '']
     os.makedirs(args.docs, exist_ok=True)
     from zoo.sweep.report.plots import plot_strategies  # one panel per row of the plan, not per encoding

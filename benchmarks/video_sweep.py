@@ -408,14 +408,16 @@ def write_docs(runs: List[dict], skipped: Dict[str, str], args, configs: Dict[st
     if partial:
         lines += [f'**Partial.** {len(done)} of {len(runs)} runs had finished when this page was written; the sweep '
                   f'continues with the same command (`nohup nice {command} > {log_file} 2>&1 &`, finished '
-                  'runs are skipped, interrupted ones resumed), and `' + command + ' --report-only` rewrites this page from what has finished. '
+                  'runs are skipped, interrupted ones resumed), and `' + command +
+                  ' --report-only` rewrites this page from what has finished. '
                   'Missing: ' +
                   ', '.join(f'`{r["name"]}`' for r in missing) + '. Nothing below is a ranking of the missing '
                   'PEs.', '']
     if steps:
         lines += [
             f'The harder diagnostic task (issue 19: reported for the PEs that learn it, not a gate): the video '
-            f'sweep\'s recipe at {tf} frames of {ts} px, trained for {_epochs_text(args.train_args)}, on the steps task (`zoo '
+            f'sweep\'s recipe at {tf} frames of {ts} px, trained for {_epochs_text(args.train_args)}, on the steps '
+            'task (`zoo '
             f'make-videos --task steps`: {data_args["num_per_class"]} training and {data_args["val_per_class"]} '
             f'validation clips per class, 4 classes). One shape jumps one step per tubelet-aligned block, '
             f'{data_args["blocks"]} positions along a line of 45-60 % of the frame, to the left (`step_left`), right, '
@@ -632,7 +634,8 @@ def main() -> None:
     p.add_argument('--docs', default='docs/results', help='where <page>.md (video.md, video_steps.md), '
                                                           '<page>_results.csv and the figures go')
     p.add_argument('--archive', default=None,
-                   help='(default: docs/results/video_runs, docs/results/video_steps_runs) committed copies of every finished run\'s result files (no checkpoints), with a fingerprint '
+                   help='(default: docs/results/video_runs, docs/results/video_steps_runs) committed copies of every '
+                        'finished run\'s result files (no checkpoints), with a fingerprint '
                         'of recipe, seed, data and evaluation; a run whose archive matches is restored, not trained '
                         'again (runs/ is not kept from one machine to the next)')
     p.add_argument('--frames', type=int, nargs='+', default=[4, 8, 16, 32])
