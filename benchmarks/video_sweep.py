@@ -333,7 +333,8 @@ def noise_lines(df: pd.DataFrame, done: List[dict], ranked: List[str], tf: int, 
         spread[c] = max(d) if d else float('nan')
     lines += [f'Seeds 0 and 1 of {", ".join(f"`{p}`" for p in sorted(pairs))}, the PEs whose two seeds both learned '
               '(same data and recipe; initialisation, data order and frame offsets differ; a seed that did not learn '
-              'is a failure to learn, not seed noise, and is listed under Acceptance). The bar of a cell is twice the largest |seed 0 - seed 1| of any '
+              'is a failure to learn, not seed noise, and is listed under Acceptance). The bar of a cell is twice the '
+              'largest |seed 0 - seed 1| of any '
               'PE in that cell; a difference between two ranked models (seed 0) counts only above it.', '',
               '| cell | seed spread (points) | bar | differences beyond the bar |', '|---|---|---|---|']
     seed0 = [lab for lab in ranked]
