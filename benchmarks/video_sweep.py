@@ -46,6 +46,8 @@ from typing import Dict, List, Optional
 import pandas as pd
 import yaml
 
+from zoo.runs.options import DefaultsOnceHelpFormatter  # no '(default: None)' after own texts
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cifar10_sweep import (_cpu, _torch_version, archive_run, finished_run, log,  # noqa: E402
                            restore_run, restored, run_logged)  # the shared sweep helpers
@@ -616,15 +618,8 @@ def _epochs_text(train_args: str) -> str:
     return f'{epochs} epoch' + ('' if epochs == '1' else 's')
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    """Defaults in the help, except ``None`` (options whose default depends on ``--task`` say so themselves)."""
-
-    def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
-
-
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=_Help)
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=DefaultsOnceHelpFormatter)
     p.add_argument('--task', choices=sorted(TASK_SETUPS), default='ranking',
                    help='ranking: every PE, the ranked page (video.md); steps: the harder task for the PEs that learn '
                         'the ranking task fastest, 40 epochs (video_steps.md)')
