@@ -402,13 +402,16 @@ def test_expm_taylor_matches_matrix_exp(dtype, tol, traced, monkeypatch):
 
 
 @pytest.mark.filterwarnings('ignore')
-def test_compiled_liere_inference_reads_the_eager_cache():
-    """torch.compile in inference: LieRE's per-token exponentials stay out of the graph (the op reads the eager cache),
-    outputs equal eager, and a changed parameter is seen (the cache key holds parameter versions)."""
+@pytest.mark.parametrize('pe', ['liere', 'comrope', 'comrope_ld'])
+def test_compiled_inference_reads_the_eager_cache(pe):
+    """torch.compile in inference: the matrix exponentials (LieRE's per token, AP / LD's per axis) stay out of the
+    graph (the op reads the eager cache), outputs equal eager, and a changed parameter is seen (the cache key holds
+    parameter versions)."""
     from zoo.models.vit import PEVisionTransformer
     torch.manual_seed(0)
+    kind, kwargs = ('comrope', dict(variant='ld')) if pe == 'comrope_ld' else (pe, {})
     model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=5,
-                                pe='liere').eval()
+                                pe=kind, pe_kwargs=kwargs).eval()
     graphs = []
 
     def backend(gm, example_inputs):
@@ -420,8 +423,10 @@ def test_compiled_liere_inference_reads_the_eager_cache():
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
-        assert graphs and 'liere_cached_blocks' in graphs[0] and 'matrix_exp' not in graphs[0]
+        assert graphs and 'comrope_cached_tables' in graphs[0] and 'matrix_exp' not in graphs[0]
         model.pe.layers[0].freqs.mul_(1.5)
+        if model.pe.layers[1].multiplier is not None:
+            model.pe.layers[1].multiplier.mul_(-0.5)
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
 
 

@@ -63,12 +63,13 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
       ``torch.linalg.matrix_exp`` and 1.25x as fast as :func:`expm_ps`, as exact); :func:`expm_taylor` (matmuls
       only, a fixed squaring count when traced) in training (cheaper backward) and while exporting (ONNX has no
       matrix exponential);
-      ``torch.linalg.matrix_exp`` for the small AP / LD tables in eager inference and under ``torch.compile``;
+      ``torch.linalg.matrix_exp`` for the small AP / LD tables (eager, and compiled training);
     * rotations are computed in float32 (float64 for float64 inputs) and applied in the input dtype;
     * in eval with autograd off they are cached per (grid, prefix tokens, dtype, device), keyed also on every
       generator parameter's version counter and storage, so ``load_state_dict`` or an optimizer step can never
-      return stale rotations. Under ``torch.compile`` in inference, LieRE reads that cache through the opaque op
-      ``zoo::liere_cached_blocks``, so the compiled graph does not recompute the exponentials.
+      return stale rotations. Under ``torch.compile`` in inference, LieRE's blocks and AP / LD's per-axis tables are
+      read from that cache through the opaque op ``zoo::comrope_cached_tables``, so the compiled graph does not
+      recompute the exponentials.
 """
 from __future__ import annotations
 
@@ -759,7 +760,7 @@ class ComRoPE(PosEncoding):
         else:
             self.ape = None
         self._cache = TableCache(max_entries=8)
-        _LIVE[id(self)] = self  # for the compiled-inference op (liere_cached_blocks)
+        _LIVE[id(self)] = self  # for the compiled-inference op (comrope_cached_tables)
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -852,16 +853,23 @@ class ComRoPE(PosEncoding):
         perturb = self.training and self.perturb_intensity > 0
         random = pos.draw_batch if self.training and self.random_positions.active else 0
 
-        if (torch.compiler.is_compiling() and not _exporting() and self.variant == 'liere' and self.block_size != 2
+        if (torch.compiler.is_compiling() and not _exporting() and self.block_size != 2
                 and not (perturb or random or self.training or torch.is_grad_enabled())
-                and self._dense_bytes(sizes, pos.num_class_tokens, dtype) <= self.dense_cache_bytes):
-            # torch.compile in inference: LieRE's per-token blocks (one matrix exponential per token) come from the
-            # eager cache through an op the graph does not look into, so the compiled model never recomputes them
+                and (self.variant != 'liere'
+                     or self._dense_bytes(sizes, pos.num_class_tokens, dtype) <= self.dense_cache_bytes)):
+            # torch.compile in inference: the rotations (LieRE's per-token blocks, AP / LD's per-axis tables: matrix
+            # exponentials that depend only on the grid and the parameters) come from the eager cache through an op
+            # the graph does not look into, so the compiled model never recomputes them
             t = sizes[2] if len(sizes) == 3 else 1
-            blocks = torch.ops.zoo.liere_cached_blocks([layer.freqs for layer in self.layers], id(self), sizes[0],
-                                                       sizes[1], t, pos.num_prefix_tokens, pos.num_class_tokens,
-                                                       dtype)
-            terms = [BlockRotation(b) for b in blocks]
+            params = [p for layer in self.layers for p in layer.parameters()]
+            tensors = torch.ops.zoo.comrope_cached_tables(params, id(self), sizes[0], sizes[1], t,
+                                                          pos.num_prefix_tokens, pos.num_class_tokens, dtype)
+            if self.variant == 'liere':
+                terms = [BlockRotation(b) for b in tensors]
+            else:
+                n = len(sizes)
+                terms = [AxisRotation(tensors[i:i + n], (t, sizes[0], sizes[1]), pos.num_class_tokens,
+                                      pos.num_prefix_tokens, self.variant) for i in range(0, len(tensors), n)]
             return terms if not pos.is_subset else [t.select(pos) for t in terms]
         return self._terms(pos, sizes, perturb, random, dtype, device)
 
@@ -1022,20 +1030,28 @@ class LieRE(ComRoPE):
 _LIVE: 'weakref.WeakValueDictionary[int, ComRoPE]' = weakref.WeakValueDictionary()
 
 
-@torch.library.custom_op('zoo::liere_cached_blocks', mutates_args=())
-def _liere_cached_blocks(freqs: List[torch.Tensor], key: int, h: int, w: int, t: int, num_prefix: int,
-                         num_class: int, dtype: torch.dtype) -> List[torch.Tensor]:
-    """LieRE's per-layer blocks ``(1, H, L, m, b, b)`` for a grid, from the encoding's eager cache (built on a miss;
-    keyed on the parameters' versions, so never stale). ``freqs`` are the layers' parameters the blocks depend on."""
+@torch.library.custom_op('zoo::comrope_cached_tables', mutates_args=())
+def _comrope_cached_tables(params: List[torch.Tensor], key: int, h: int, w: int, t: int, num_prefix: int,
+                           num_class: int, dtype: torch.dtype) -> List[torch.Tensor]:
+    """The rotation tensors of every layer for a grid, from the encoding's eager cache (built on a miss; keyed on the
+    parameters' versions, so never stale): LieRE's per-token blocks ``(1, H, L, m, b, b)``, one per layer; AP / LD's
+    per-axis tables ``(1, n_axis + 1, H, m_axis, b, b)``, axes (row, col[, t]) of layer 0, then layer 1, ...
+    ``params`` are the layers' parameters the tensors depend on (so the graph orders them after any update)."""
     pe = _LIVE[key]
     sizes = (h, w) if pe.num_axes == 2 else (h, w, t)
-    terms = pe._terms(Positions((t, h, w), num_prefix, num_class), sizes, False, 0, dtype, freqs[0].device)
-    return [term.blocks for term in terms]
+    terms = pe._terms(Positions((t, h, w), num_prefix, num_class), sizes, False, 0, dtype, params[0].device)
+    if pe.variant == 'liere':
+        return [term.blocks for term in terms]
+    return [table for term in terms for table in term.tables]
 
 
-@_liere_cached_blocks.register_fake
-def _(freqs, key, h, w, t, num_prefix, num_class, dtype):
+@_comrope_cached_tables.register_fake
+def _(params, key, h, w, t, num_prefix, num_class, dtype):
     pe = _LIVE[key]
-    m, b = pe.head_dim // pe.block_size, pe.block_size
-    return [freqs[0].new_empty((1, pe.num_heads, num_prefix + t * h * w, m, b, b), dtype=dtype)
-            for _ in range(pe.depth)]
+    m, b, n = pe.head_dim // pe.block_size, pe.block_size, pe.num_axes
+    heads, new = pe.num_heads, params[0].new_empty
+    if pe.variant == 'liere':
+        return [new((1, heads, num_prefix + t * h * w, m, b, b), dtype=dtype) for _ in range(pe.depth)]
+    sizes = (h, w, t)[:n]
+    return [new((1, sizes[ax] + 1, heads, m if pe.variant == 'ld' else len(range(ax, m, n)), b, b), dtype=dtype)
+            for _ in range(pe.depth) for ax in range(n)]
