@@ -40,13 +40,14 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import timm
 import torch
 import torch.nn.functional as F
 
 import zoo  # noqa: F401
+from zoo.runs.options import parse_model_kwargs
 
 TIMM_BASELINES = ['vit_small_patch16_224', 'vit_small_patch16_rope_224', 'vit_small_patch16_rope_mixed_224']
 DEFAULT_PES = ['ape', 'sincos', 'nope', 'peg', 'fourier', 'rope_axial', 'rope_mixed', 'rope_mixed_ape',
@@ -78,16 +79,31 @@ VIDEO_PES = ['sincos', 'ape', 'st_ape', 'sincos3d', 'nope', 'peg', 'fourier', 'r
              'seqpe']
 
 
+def split_key(key: str) -> Tuple[str, Dict[str, Any]]:
+    """A ``--pes`` entry ``suffix[:option=value,...]`` as the model suffix and the encoding options it gives
+    (``liere:per_layer=false,per_head=false``; values parsed as YAML, :func:`zoo.runs.options.parse_model_kwargs`).
+
+    Raises:
+        ValueError: an option without ``=``.
+    """
+    suffix, _, opts = key.partition(':')
+    return suffix, parse_model_kwargs([o for o in opts.split(',') if o])
+
+
 def model_name(key: str) -> str:
-    return key if key.startswith('vit_') else f'pe_vit_small_patch16_{key}_224'
+    suffix = split_key(key)[0]
+    return suffix if suffix.startswith('vit_') else f'pe_vit_small_patch16_{suffix}_224'
 
 
 def build(key: str, size: int, frames: int = 0) -> torch.nn.Module:
-    """The image model of ``key`` at ``size`` px, or with ``frames`` > 0 the video ViT-S at ``frames`` frames."""
+    """The image model of ``key`` (``suffix[:option=value,...]``, :func:`split_key`) at ``size`` px, or with
+    ``frames`` > 0 the video ViT-S at ``frames`` frames."""
+    suffix, options = split_key(key)
+    extra = dict(pe_kwargs=options) if options else {}
     if frames:
-        return timm.create_model(f'pe_video_vit_small_patch16_{key}_224', img_size=size, num_frames=frames,
-                                 num_classes=400)
-    return timm.create_model(model_name(key), img_size=size, num_classes=1000)
+        return timm.create_model(f'pe_video_vit_small_patch16_{suffix}_224', img_size=size, num_frames=frames,
+                                 num_classes=400, **extra)
+    return timm.create_model(model_name(key), img_size=size, num_classes=1000, **extra)
 
 
 def make_input(batch_size: int, size: int, frames: int = 0) -> torch.Tensor:
@@ -233,12 +249,12 @@ def run(args: argparse.Namespace) -> List[Dict]:
     for mode in modes:
         pes = args.pes if mode == 'infer' or args.train_pes is None else args.train_pes
         keys = [TIMM_APE] + (TIMM_BASELINES[1:] if args.timm_rope else []) + [p for p in pes if p != TIMM_APE]
-        needed = {TARGETS[p][0] for p in keys if p in TARGETS} - {TIMM_APE}
+        needed = {TARGETS[split_key(p)[0]][0] for p in keys if split_key(p)[0] in TARGETS} - {TIMM_APE}
         keys += [k for k in sorted(needed) if k not in keys]  # the references the targets ask for
         for size in args.sizes:
             per_run = _timed_runs(lambda: _steps(keys, mode, size, args.batch_size), args, f'{mode} at {size}')
             for key in per_run[0]:
-                ref, limit = TARGETS.get(key, (TIMM_APE, None))
+                ref, limit = TARGETS.get(split_key(key)[0], (TIMM_APE, None))
                 vs_ref = ratios(per_run, key, ref)
                 row = dict(mode=mode, size=size, model=model_name(key), pe=key,
                            ms=1e3 * statistics.median([r[key] for r in per_run]),
@@ -318,7 +334,7 @@ def run_video(args: argparse.Namespace) -> List[Dict]:
             ok = ref and min(ref[0]['peak_runs']) > 0
             r['peak_vs_sincos_runs'] = [a / b for a, b in zip(r['peak_runs'], ref[0]['peak_runs'])] if ok else []
             r['peak_vs_sincos'] = statistics.median(r['peak_vs_sincos_runs']) if ok else float('nan')
-        time_limit, mem_limit = VIDEO_TARGETS.get(r['pe'], (None, None))
+        time_limit, mem_limit = VIDEO_TARGETS.get(split_key(r['pe'])[0], (None, None))
         r['target'], r['memory_target'] = time_limit, mem_limit
         r['verdict'] = verdict(r.get('vs_sincos_runs', []), time_limit) if r['mode'] == 'infer' else '-'
         if r['mode'] == 'infer' and mem_limit is not None and 'peak_vs_sincos' in r:
@@ -369,7 +385,9 @@ def _atomic_write(path: str, text: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--pes', nargs='+', default=DEFAULT_PES, help='PE suffixes of pe_vit_small_patch16_*_224')
+    parser.add_argument('--pes', nargs='+', default=DEFAULT_PES,
+                        help='PE suffixes of pe_vit_small_patch16_*_224 (pe_video_vit_... with --video), each '
+                             'optionally with encoding options: liere:per_layer=false,per_head=false')
     parser.add_argument('--train-pes', nargs='+', default=TRAIN_PES, help='PEs of the training-step table')
     parser.add_argument('--sizes', nargs='+', type=int, default=[224])
     parser.add_argument('--batch-size', type=int, default=8)
@@ -395,6 +413,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.repeats < 1 or args.warmup < 0 or args.threads < 1:
         parser.error('--runs, --repeats and --threads must be >= 1 and --warmup >= 0')
+    for key in (args.pes or []) + (args.train_pes or []) + (args.memory_pes or []):
+        try:
+            split_key(key)
+        except ValueError:
+            parser.error(f'{key!r}: encoding options go after the colon as option=value items separated by commas, '
+                         f'e.g. liere:per_layer=false,per_head=false')
     given = set(argv if argv is not None else sys.argv[1:])
     started = load()
     if args.video:

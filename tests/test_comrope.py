@@ -517,3 +517,64 @@ def test_exponentials_refuse_non_finite_generators_in_one_line():
         for fn in (expm_ps, expm_taylor):
             with pytest.raises(ValueError, match='non-finite generator'):
                 fn(g)
+
+
+# ------------------------------------------------------------------------- LieRE's shared generators (#24)
+@pytest.mark.parametrize('grid', [(4, 4), (3, 4, 4)])
+@pytest.mark.parametrize('per_layer, per_head', [(False, False), (False, True), (True, False)])
+def test_liere_shared_generators_equal_copied_ones(grid, per_layer, per_head):
+    """per_layer / per_head = False (the LieRE authors' sharing) rotate q and k exactly as a per-layer, per-head LieRE
+    whose generators are all copies of the shared ones: cached dense blocks, training (autograd), and the chunked
+    path; with per_layer=False every layer gets the same term (the blocks are computed once per forward)."""
+    from zoo.encodings.comrope import LieRE
+    torch.manual_seed(0)
+    shared = LieRE(dim=64, num_heads=4, depth=3, grid_size=grid, per_layer=per_layer, per_head=per_head)
+    full = LieRE(dim=64, num_heads=4, depth=3, grid_size=grid)
+    assert len(shared.layers) == (3 if per_layer else 1)
+    assert shared.layers[0].freqs.shape[0] == (4 if per_head else 1)
+    with torch.no_grad():
+        for i, layer in enumerate(full.layers):
+            layer.freqs.copy_(shared.layers[i if per_layer else 0].freqs.expand_as(layer.freqs))
+    t, h, w = (1,) + grid if len(grid) == 2 else grid
+    pos = Positions((t, h, w), 1, 1)
+    q, k = torch.randn(2, 4, 1 + t * h * w, 16), torch.randn(2, 4, 1 + t * h * w, 16)
+    for chunked in (False, True):
+        if chunked:  # every layer computes its blocks inside the attention, chunk by chunk
+            shared.dense_cache_bytes = full.dense_cache_bytes = 0
+            shared._cache.clear()
+            full._cache.clear()
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad):
+                got, want = shared.attn_terms(pos, q.dtype, q.device), full.attn_terms(pos, q.dtype, q.device)
+            assert len(got) == 3 and (per_layer or all(t is got[0] for t in got))
+            for a, b in zip(got, want):
+                for x, y in zip(a.rotate(q, k), b.rotate(q, k)):
+                    torch.testing.assert_close(x, y, atol=2e-6, rtol=1e-5)
+
+
+def test_liere_shared_generators_train_and_refuse_comrope():
+    """Shared generators get gradients from every layer (one parameter set); ComRoPE-AP / LD refuse sharing in one
+    line; the extra_repr names it."""
+    from zoo.models.vit import PEVisionTransformer
+    torch.manual_seed(0)
+    model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=5,
+                                pe='liere', pe_kwargs=dict(per_layer=False, per_head=False))
+    model(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert model.pe.layers[0].freqs.grad is not None and model.pe.layers[0].freqs.grad.abs().sum() > 0
+    assert 'per_layer=False, per_head=False' in repr(model.pe)
+    with pytest.raises(ValueError, match='LieRE options'):
+        ComRoPE(dim=64, num_heads=2, depth=2, variant='ld', per_layer=False)
+
+
+@pytest.mark.filterwarnings('ignore')
+def test_compiled_inference_shared_liere():
+    """torch.compile in inference with shared generators: one cached tensor for every layer, outputs equal eager."""
+    from zoo.models.vit import PEVisionTransformer
+    torch.manual_seed(0)
+    model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=3, num_heads=2, num_classes=5,
+                                pe='liere', pe_kwargs=dict(per_layer=False, per_head=False)).eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend='eager', fullgraph=True)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)

@@ -199,9 +199,12 @@ def _apply_blocks(blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``out[n, h, l, j] = blocks[n or 0, h, l, j] @ x[n, h, l, j]`` for blocks ``(1 or B, H, L, m, b, b)`` and
     ``x`` ``(B, H, L, m * b)``."""
     nb, h, l, m, b = blocks.shape[:5]
-    n = x.shape[0]
+    n, heads = x.shape[:2]
     if nb != 1:  # per-sample rotations (token subsets, random positions)
-        return torch.einsum('nhlmij,nhlmj->nhlmi', blocks, x.unflatten(-1, (m, b))).flatten(-2)
+        return torch.einsum('nhlmij,nhlmj->nhlmi', blocks.expand(-1, heads, -1, -1, -1, -1),
+                            x.unflatten(-1, (m, b))).flatten(-2)
+    if h != heads:  # one set of blocks for every head (LieRE's per_head=False): the heads join the batch rows
+        return _apply_token_blocks(blocks.transpose(1, 2), x)
     # Shared rotation: one batched (n x b) @ (b x b) product per (head, token, block), the batch as rows (bmm is
     # ~1.5x faster on CPU than the equivalent einsum).
     xb = x.unflatten(-1, (m, b)).permute(1, 2, 3, 0, 4).reshape(h * l * m, n, b)
@@ -214,9 +217,14 @@ def _apply_token_blocks(blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     ``out[n, h, l, j] = blocks[n or 0, l, h, j] @ x[n, h, l, j]`` for ``x`` ``(B, H, L, m * b)``. Moves the (small)
     ``x`` instead of the (``b`` times larger) blocks."""
     nb, l, h, m, b = blocks.shape[:5]
-    n = x.shape[0]
+    n, heads = x.shape[:2]
     if nb != 1:
-        return torch.einsum('nlhmij,nhlmj->nhlmi', blocks, x.unflatten(-1, (m, b))).flatten(-2)
+        return torch.einsum('nlhmij,nhlmj->nhlmi', blocks.expand(-1, -1, heads, -1, -1, -1),
+                            x.unflatten(-1, (m, b))).flatten(-2)
+    if h != heads:  # one set of blocks for every head (LieRE's per_head=False): the heads join the batch rows
+        xb = x.unflatten(-1, (m, b)).permute(2, 3, 0, 1, 4).reshape(l * m, n * heads, b)
+        out = torch.bmm(xb, blocks.reshape(l * m, b, b).transpose(-1, -2))
+        return out.reshape(l, m, n, heads, b).permute(2, 3, 0, 1, 4).reshape(n, heads, l, m * b)
     xb = x.unflatten(-1, (m, b)).permute(2, 1, 3, 0, 4).reshape(l * h * m, n, b)
     out = torch.bmm(xb, blocks.reshape(l * h * m, b, b).transpose(-1, -2))
     return out.reshape(l, h, m, n, b).permute(3, 1, 0, 2, 4).reshape(n, h, l, m * b)
@@ -682,11 +690,17 @@ class ComRoPE(PosEncoding):
             uses the grid. Not with ``perturb_intensity`` (one augmentation of the positions at a time).
         ape: also add a learned absolute position table (``zoo.encodings.absolute.LearnedAPE``) as the ``ape``
             submodule. Note that the official ``keep_ape`` flag is inverted; this flag means what it says.
+        per_layer, per_head: LieRE only. ``False`` shares one set of generators across the layers / the heads (the
+            LieRE authors' code, github.com/StanfordMIMI/LieRE: ``rotary_embedding_per_layer`` /
+            ``rotary_embedding_per_head``, both ``False`` in its ImageNet recipe, both ``True`` in its UCF101 one).
+            Shared generators mean shared per-token blocks: computed once per forward for every layer / head
+            (``layers.0`` holds the only parameters; ``freqs`` has 1 head). Default ``True`` / ``True``: ComRoPE's
+            LieRE baseline, whose checkpoints the official layout holds.
 
     Raises:
         ValueError: unknown variant, block size not in {2, 4, 8}, block size not dividing the head dim, an odd number
-            of AP blocks (images) or fewer than 3 (videos), ``dim`` not divisible by ``num_heads``, or
-            ``random_positions`` with ``perturb_intensity``; at forward a
+            of AP blocks (images) or fewer than 3 (videos), ``dim`` not divisible by ``num_heads``,
+            ``random_positions`` with ``perturb_intensity``, or shared generators for AP / LD; at forward a
             video grid (``T > 1``) given to an image model.
     """
     family = 'ComRoPE (trainable commuting rotations)'
@@ -708,6 +722,8 @@ class ComRoPE(PosEncoding):
             scale_factor: float = 1.0,
             ape: bool = False,
             random_positions: Any = None,
+            per_layer: bool = True,
+            per_head: bool = True,
     ):
         super().__init__()
         variant = self.default_variant if variant is None else variant
@@ -734,6 +750,11 @@ class ComRoPE(PosEncoding):
             raise ValueError(f'perturb_intensity must be >= 0, got {perturb_intensity}')
         if scale_factor <= 0:
             raise ValueError(f'scale_factor must be > 0, got {scale_factor}')
+        if variant != 'liere' and not (per_layer and per_head):
+            raise ValueError(f'per_layer=False / per_head=False (generators shared across layers / heads) are LieRE '
+                             f'options; ComRoPE-{variant.upper()} has its own generators per layer and head (as the '
+                             f'ComRoPE paper). Use the liere encoding (variant="liere") to share them')
+        self.per_layer, self.per_head = bool(per_layer), bool(per_head)
         self.variant = variant
         self.num_heads = num_heads
         self.head_dim = head_dim
@@ -752,9 +773,12 @@ class ComRoPE(PosEncoding):
         if self.num_axes == 3:
             self.adaptation = ('none needed: (row, col, t) are normalised to [0, 1], so more frames or a bigger frame '
                                'interpolate between learned angles')
+        # LieRE with per_layer=False / per_head=False: one generator set for every layer / head (layers.0 only; heads
+        # 1 in the freqs), so the per-token blocks are computed once per forward for all of them
         self.layers = nn.ModuleList([
-            _LayerGenerators(variant, num_heads, head_dim, block_size, init_std, scale_factor, self.num_axes)
-            for _ in range(depth)])
+            _LayerGenerators(variant, num_heads if self.per_head else 1, head_dim, block_size, init_std, scale_factor,
+                             self.num_axes)
+            for _ in range(depth if self.per_layer else 1)])
         if ape:
             self.ape = LearnedAPE(dim=dim, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens)
         else:
@@ -824,12 +848,13 @@ class ComRoPE(PosEncoding):
         problems += [f'{k}: {got[k]} in the checkpoint but not in the model' for k in sorted(set(got) - set(want))]
         if problems:
             desc = (f'variant={self.variant!r}, block_size={self.block_size}, heads={self.num_heads}, '
-                    f'head_dim={self.head_dim}')
+                    f'head_dim={self.head_dim}, per_layer={self.per_layer}, per_head={self.per_head}')
             raise ValueError('official ComRoPE frequency tensors do not fit the model encoding (' + desc + '):\n  '
                              + '\n  '.join(problems)
                              + '\n  Expected layouts: AP freqs (H, 1, m, b, b); LD freqs (H, 1, m, b, b) + multiplier '
                                '(1, 2, m, 1, 1); LieRE freqs (H, 2, m, b, b), m = head_dim / b. Build the model with '
-                               'the checkpoint\'s variant and pe_kwargs=dict(block_size=b).')
+                               'the checkpoint\'s variant and pe_kwargs=dict(block_size=b); official checkpoints '
+                               'have generators per layer and head (per_layer=True, per_head=True).')
 
     def attn_terms(self, pos: Positions, dtype: torch.dtype, device: torch.device) -> List[BlockRotation]:
         """One :class:`BlockRotation` per layer for the tokens described by ``pos``.
@@ -865,7 +890,7 @@ class ComRoPE(PosEncoding):
             tensors = torch.ops.zoo.comrope_cached_tables(params, id(self), sizes[0], sizes[1], t,
                                                           pos.num_prefix_tokens, pos.num_class_tokens, dtype)
             if self.variant == 'liere':
-                terms = [BlockRotation(b) for b in tensors]
+                terms = [BlockRotation(b) for b in tensors] * (1 if self.per_layer else self.depth)
             else:
                 n = len(sizes)
                 terms = [AxisRotation(tensors[i:i + n], (t, sizes[0], sizes[1]), pos.num_class_tokens,
@@ -877,7 +902,9 @@ class ComRoPE(PosEncoding):
         """Bytes of LieRE's per-token blocks of every layer for a grid (computed in float32 or float64)."""
         n_rot = num_class + math.prod(sizes)
         cdtype = torch.float64 if dtype == torch.float64 else torch.float32
-        return self.depth * self.num_heads * self.head_dim * self.block_size * n_rot * cdtype.itemsize
+        layers = self.depth if self.per_layer else 1
+        heads = self.num_heads if self.per_head else 1
+        return layers * heads * self.head_dim * self.block_size * n_rot * cdtype.itemsize
 
     def _terms(self, pos: Positions, sizes: Tuple[int, ...], perturb: bool, random: int, dtype: torch.dtype,
                device) -> List[AttnTerm]:
@@ -898,7 +925,7 @@ class ComRoPE(PosEncoding):
     # ------------------------------------------------------------------------------------------------ building
     def generators(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Angle matrices of one layer, ``(H, N, m, b, b)`` (``A[h, axis, block]``, axes (row, col[, t]))."""
-        return self.layers[layer].generators(dtype)
+        return self.layers[layer if self.per_layer else 0].generators(dtype)
 
     def rotation_blocks(self, layer: int, coords: torch.Tensor) -> torch.Tensor:
         """Reference (slow, definition-level) rotation at arbitrary positions.
@@ -996,11 +1023,15 @@ class ComRoPE(PosEncoding):
                                                          num_class, n_reg).to(dtype)))
             else:
                 terms.append(AxisRotation([t.to(dtype) for t in tables], grid, num_class, num_prefix, self.variant))
+        if len(terms) == 1 and self.depth > 1:  # generators shared across layers (per_layer=False): one term for all
+            terms = terms * self.depth
         return terms
 
     def extra_repr(self) -> str:
+        shared = ('' if self.per_layer and self.per_head
+                  else f', per_layer={self.per_layer}, per_head={self.per_head}')
         return (f'variant={self.variant!r}, block_size={self.block_size}, heads={self.num_heads}, '
-                f'head_dim={self.head_dim}, axes={self.num_axes}, perturb_intensity={self.perturb_intensity}')
+                f'head_dim={self.head_dim}, axes={self.num_axes}, perturb_intensity={self.perturb_intensity}{shared}')
 
 
 @register_pos_encoding('liere')
@@ -1016,14 +1047,14 @@ class LieRE(ComRoPE):
     def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, int] = (14, 14),
                  num_prefix_tokens: int = 1, num_class_tokens: int = 1, variant: Optional[str] = None,
                  block_size: int = 8, init_std: float = 1.0, perturb_intensity: float = 0.0, scale_factor: float = 1.0,
-                 ape: bool = False, random_positions: Any = None):
+                 ape: bool = False, random_positions: Any = None, per_layer: bool = True, per_head: bool = True):
         if variant not in (None, 'liere'):
             raise ValueError(f"the 'liere' encoding only has variant 'liere', got {variant!r}; "
                              f"use kind 'comrope' for 'ap' and 'ld'")
         super().__init__(dim, num_heads, depth, grid_size=grid_size, num_prefix_tokens=num_prefix_tokens,
                          num_class_tokens=num_class_tokens, variant='liere', block_size=block_size, init_std=init_std,
                          perturb_intensity=perturb_intensity, scale_factor=scale_factor, ape=ape,
-                         random_positions=random_positions)
+                         random_positions=random_positions, per_layer=per_layer, per_head=per_head)
 
 
 #: the live encodings the compiled-inference op below serves, by ``id`` (weak: a deleted model is not kept)
@@ -1034,14 +1065,15 @@ _LIVE: 'weakref.WeakValueDictionary[int, ComRoPE]' = weakref.WeakValueDictionary
 def _comrope_cached_tables(params: List[torch.Tensor], key: int, h: int, w: int, t: int, num_prefix: int,
                            num_class: int, dtype: torch.dtype) -> List[torch.Tensor]:
     """The rotation tensors of every layer for a grid, from the encoding's eager cache (built on a miss; keyed on the
-    parameters' versions, so never stale): LieRE's per-token blocks ``(1, H, L, m, b, b)``, one per layer; AP / LD's
+    parameters' versions, so never stale): LieRE's per-token blocks ``(1, H or 1, L, m, b, b)``, one per layer (one for
+    all when ``per_layer=False``); AP / LD's
     per-axis tables ``(1, n_axis + 1, H, m_axis, b, b)``, axes (row, col[, t]) of layer 0, then layer 1, ...
     ``params`` are the layers' parameters the tensors depend on (so the graph orders them after any update)."""
     pe = _LIVE[key]
     sizes = (h, w) if pe.num_axes == 2 else (h, w, t)
     terms = pe._terms(Positions((t, h, w), num_prefix, num_class), sizes, False, 0, dtype, params[0].device)
-    if pe.variant == 'liere':
-        return [term.blocks for term in terms]
+    if pe.variant == 'liere':  # one tensor per generator set (a single one when shared across layers)
+        return [term.blocks for term in terms[:len(pe.layers)]]
     return [table for term in terms for table in term.tables]
 
 
@@ -1049,9 +1081,9 @@ def _comrope_cached_tables(params: List[torch.Tensor], key: int, h: int, w: int,
 def _(params, key, h, w, t, num_prefix, num_class, dtype):
     pe = _LIVE[key]
     m, b, n = pe.head_dim // pe.block_size, pe.block_size, pe.num_axes
-    heads, new = pe.num_heads, params[0].new_empty
+    heads, new = pe.layers[0].freqs.shape[0], params[0].new_empty
     if pe.variant == 'liere':
-        return [new((1, heads, num_prefix + t * h * w, m, b, b), dtype=dtype) for _ in range(pe.depth)]
+        return [new((1, heads, num_prefix + t * h * w, m, b, b), dtype=dtype) for _ in range(len(pe.layers))]
     sizes = (h, w, t)[:n]
     return [new((1, sizes[ax] + 1, heads, m if pe.variant == 'ld' else len(range(ax, m, n)), b, b), dtype=dtype)
             for _ in range(pe.depth) for ax in range(n)]
