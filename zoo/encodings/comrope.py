@@ -178,7 +178,11 @@ class BlockRotation(AttnTerm):
 
     def _apply(self, x: torch.Tensor) -> torch.Tensor:
         _check_tokens(self.num_tokens, x)
-        return _apply_blocks(self.blocks.to(x.dtype), x)
+        blocks = self.blocks.to(x.dtype)
+        tok = blocks.transpose(1, 2)
+        if tok.is_contiguous():  # token-major storage (LieRE's dense blocks): no transposed copy of the blocks
+            return _apply_token_blocks(tok, x)
+        return _apply_blocks(blocks, x)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Args: q, k ``(B, H, L, head_dim)``. Returns the rotated pair, new tensors in the input dtype."""
@@ -225,7 +229,9 @@ def _apply_token_blocks(blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         xb = x.unflatten(-1, (m, b)).permute(2, 3, 0, 1, 4).reshape(l * m, n * heads, b)
         out = torch.bmm(xb, blocks.reshape(l * m, b, b).transpose(-1, -2))
         return out.reshape(l, m, n, heads, b).permute(2, 3, 0, 1, 4).reshape(n, heads, l, m * b)
-    xb = x.unflatten(-1, (m, b)).permute(2, 1, 3, 0, 4).reshape(l * h * m, n, b)
+    # the tokens in (n, l, h, m, b) order (one copy, the layout q and k had before the heads moved forward), then one
+    # (n x b) @ (b x b) product per (token, head, block) with the batch strided over the rows
+    xb = x.transpose(1, 2).reshape(n, l * h * m, b).transpose(0, 1)
     out = torch.bmm(xb, blocks.reshape(l * h * m, b, b).transpose(-1, -2))
     return out.reshape(l, h, m, n, b).permute(3, 1, 0, 2, 4).reshape(n, h, l, m * b)
 
@@ -420,14 +426,16 @@ class LieRotation(AttnTerm):
         return self._put_back(torch.cat(outs_q, 2), q), self._put_back(torch.cat(outs_k, 2), k)
 
     def dense(self) -> BlockRotation:
-        """The same rotation with every token's blocks computed now (small grids, cached in eval)."""
-        blocks = self._blocks(self.coords)
+        """The same rotation with every token's blocks computed now (small grids, cached in eval). The blocks are
+        stored token-major (``(1 or B, L, H, m, b, b)`` contiguous, seen as ``(1 or B, H, L, m, b, b)``): q and k are
+        rotated in that order without a copy of the blocks (:func:`_apply_token_blocks`)."""
+        blocks = _lie_blocks(self.gen, self.coords).to(self.dtype)  # (1 or B, L_rot, H, m, b, b)
         n_reg = self.num_prefix - self.num_class
         if n_reg:
             eye = torch.eye(blocks.shape[-1], device=blocks.device, dtype=blocks.dtype)
-            eye = eye.expand(blocks.shape[0], blocks.shape[1], n_reg, *blocks.shape[3:])
-            blocks = torch.cat([blocks[:, :, :self.num_class], eye, blocks[:, :, self.num_class:]], 2)
-        return BlockRotation(blocks.contiguous())  # contiguous: the rotation reshapes it every forward
+            eye = eye.expand(blocks.shape[0], n_reg, *blocks.shape[2:])
+            blocks = torch.cat([blocks[:, :self.num_class], eye, blocks[:, self.num_class:]], 1)
+        return BlockRotation(blocks.contiguous().transpose(1, 2))
 
     def select(self, pos: Positions) -> AttnTerm:
         """The full grid: this term; a token subset: the dense :class:`BlockRotation` of the present tokens."""
@@ -1082,8 +1090,9 @@ def _(params, key, h, w, t, num_prefix, num_class, dtype):
     pe = _LIVE[key]
     m, b, n = pe.head_dim // pe.block_size, pe.block_size, pe.num_axes
     heads, new = pe.layers[0].freqs.shape[0], params[0].new_empty
-    if pe.variant == 'liere':
-        return [new((1, heads, num_prefix + t * h * w, m, b, b), dtype=dtype) for _ in range(len(pe.layers))]
+    if pe.variant == 'liere':  # token-major storage, as LieRotation.dense builds it
+        return [new((1, num_prefix + t * h * w, heads, m, b, b), dtype=dtype).transpose(1, 2)
+                for _ in range(len(pe.layers))]
     sizes = (h, w, t)[:n]
     return [new((1, sizes[ax] + 1, heads, m if pe.variant == 'ld' else len(range(ax, m, n)), b, b), dtype=dtype)
             for _ in range(pe.depth) for ax in range(n)]
