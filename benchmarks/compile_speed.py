@@ -39,6 +39,7 @@ import torch
 import zoo  # noqa: F401
 from zoo.encodings import list_pos_encodings
 from zoo.models.vit import PEVisionTransformer
+from zoo.runs.options import parse_model_kwargs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from throughput import load  # noqa: E402  (the benchmarks share one load-average reading)
@@ -56,13 +57,12 @@ def image_pes() -> List[str]:
 def build(spec: str, args: argparse.Namespace) -> torch.nn.Module:
     """A registered image model's suffix (``comrope_ld``: the ``pe_vit_<size>_patch16_comrope_ld_224`` entrypoint,
     that of ``--model-size`` or another size's with the ``--model-size`` geometry), else ``kind`` or
-    ``kind:key=value[,key=value]`` (values parsed as Python literals, else strings) as a ``PEVisionTransformer`` of
+    ``kind:key=value[,key=value]`` (values parsed as YAML: `zoo.runs.options.parse_model_kwargs`) as a ``PEVisionTransformer`` of
     ``--model-size`` geometry.
 
     Raises:
         ValueError: an unknown encoding or option (from the encoding registry).
     """
-    import ast
     if ':' not in spec:
         names = timm.list_models(f'pe_vit_*_patch16_{spec}_224')
         own = f'pe_vit_{args.model_size}_patch16_{spec}_224'
@@ -71,13 +71,7 @@ def build(spec: str, args: argparse.Namespace) -> torch.nn.Module:
         if names:  # the entrypoint's encoding and options, at this geometry
             return timm.create_model(names[0], img_size=args.size, num_classes=1000, **GEOMETRY[args.model_size])
     kind, _, opts = spec.partition(':')
-    kw = {}
-    for item in filter(None, opts.split(',')):
-        k, _, v = item.partition('=')
-        try:
-            kw[k] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            kw[k] = v
+    kw = parse_model_kwargs([o for o in opts.split(',') if o])
     return PEVisionTransformer(img_size=args.size, patch_size=16, num_classes=1000, pe=kind, pe_kwargs=kw,
                                **GEOMETRY[args.model_size])
 

@@ -129,6 +129,23 @@ def test_the_output_transform_inverts_the_value_transform_at_equal_positions():
     assert torch.equal(plain.transform_values(v[:, :, 1:]), v[:, :, 1:])  # v_transform=False: the rope mode
 
 
+def test_the_complex_kernel_gives_the_bits_of_apply_rope():
+    """Eager CPU inference rotates q, k, v and the output with RotaryTerm's complex multiply (the one kernel): the
+    same bits as apply_rope with (sin, cos) and with (-sin, cos) for R^T, on the strided views of a fused qkv."""
+    from zoo.encodings.rotation import apply_rope
+    term = _term(_pe(npt=1), grid=(1, 8, 8), npt=1)
+    qkv = torch.randn(2, 65, 3, 2, 32).permute(2, 0, 3, 1, 4)  # (3, B, H, L, D) views, as the attention has them
+    q, k, v = qkv.unbind(0)
+    with torch.inference_mode():
+        rq, rk = term.rotate(q, k)
+        assert torch.equal(rq, apply_rope(q, term.sin, term.cos)) and torch.equal(rk, apply_rope(k, term.sin, term.cos))
+        assert term._rotary()._complex is not None  # the complex kernel ran
+        assert torch.equal(term.transform_values(v), apply_rope(v, term.sin, term.cos))
+        assert torch.equal(term.transform_output(v), apply_rope(v, -term.sin, term.cos))
+        tail = v[:, :, -5:]  # a KV-cache step: the queries are the last tokens
+        assert torch.equal(term.transform_output(tail), apply_rope(tail, -term.sin[..., -5:, :], term.cos[..., -5:, :]))
+
+
 def test_equal_positions_make_gta_plain_attention():
     """All tokens at one position: every relative transform is the identity, so GTA equals no encoding."""
     pos = torch.full((6, 2), 3.0)

@@ -28,8 +28,9 @@ Positions (``positions``), the one place the official code departs from itself:
 * ``'integer'`` (the DiT / image code, what ``gta.pt``'s attention layer uses): integer ``(row, col[, t])`` and
   ``freq[f] = theta^(-f / F)`` with ``theta = 10000``. A bigger grid extrapolates to larger integers, as RoPE does.
 
-The transforms go through the one rotation kernel :func:`zoo.encodings.rotation.apply_rope` (interleaved pairs,
-float32 angles; the inverse rotation is the same kernel with ``-sin``), so attention stays on
+The transforms go through the one rotation kernel, :class:`zoo.encodings.rotary.RotaryTerm`'s (interleaved pairs,
+float32 angles; one complex multiply per tensor in eager CPU inference, :func:`zoo.encodings.rotation.apply_rope`
+elsewhere; the inverse rotation is the same kernel with ``-sin``), so attention stays on
 ``F.scaled_dot_product_attention``. Tables are computed once per forward for every layer and cached per (grid, prefix
 tokens, dtype, device) in eval; a randomized-positions draw (training only) is never cached.
 """
@@ -45,7 +46,8 @@ from ._grid import parse_grid_size
 from .base import AttnTerm, Positions, PosEncoding
 from .randomized import RandomPositions
 from .registry import register_pos_encoding
-from .rotation import apply_rope, check_p_rope, grid_coords, p_rope_mask, rope_frequencies, rope_sin_cos
+from .rotary import RotaryTerm
+from .rotation import check_p_rope, grid_coords, p_rope_mask, rope_frequencies, rope_sin_cos
 
 __all__ = ['GTA', 'GroupTransformTerm', 'POSITION_MODES', 'gta_frequencies', 'gta_angles', 'so2_matrices']
 
@@ -109,9 +111,23 @@ class GroupTransformTerm(AttnTerm):
         v_transform: also transform values and outputs (GTA); False rotates q and k only (the official "rope" mode).
     """
     tensor_fields = ('sin', 'cos')
+    _kernels = None  # (sin, cos, forward RotaryTerm, inverse RotaryTerm or None): of exactly these sin and cos tensors
 
     def __init__(self, sin: torch.Tensor, cos: torch.Tensor, v_transform: bool = True):
         self.sin, self.cos, self.v_transform = sin, cos, v_transform
+
+    def _rotary(self, inverse: bool = False) -> RotaryTerm:
+        """The rotary kernel (:class:`zoo.encodings.rotary.RotaryTerm`, complex multiply in eager CPU inference) of
+        ``R`` or of ``R^T`` (``-sin``), built once per (sin, cos) pair of tensors: a copy made by ``with_tensors``
+        (gradient checkpointing) builds its own, so gradients reach the tensors it was given."""
+        k = self._kernels
+        if k is None or k[0] is not self.sin or k[1] is not self.cos:
+            k = self._kernels = [self.sin, self.cos, RotaryTerm(self.sin, self.cos, pairs_equal=True), None]
+        if not inverse:
+            return k[2]
+        if k[3] is None:
+            k[3] = RotaryTerm(-self.sin, self.cos, pairs_equal=True)
+        return k[3]
 
     def select(self, pos: Positions) -> 'GroupTransformTerm':
         """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""
@@ -120,17 +136,19 @@ class GroupTransformTerm(AttnTerm):
         return GroupTransformTerm(pos.select(self.sin, -2), pos.select(self.cos, -2), self.v_transform)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        return apply_rope(q, self.sin, self.cos), apply_rope(k, self.sin, self.cos)
+        return self._rotary().rotate(q, k)
 
     def transform_values(self, v: torch.Tensor) -> torch.Tensor:
-        return apply_rope(v, self.sin, self.cos) if self.v_transform else v
+        return self._rotary()._rot(v) if self.v_transform else v
 
     def transform_output(self, o: torch.Tensor) -> torch.Tensor:
         if not self.v_transform:
             return o
         n = o.shape[-2]  # the queries are the last tokens (a KV cache puts them there)
+        if n == self.sin.shape[-2]:
+            return self._rotary(inverse=True)._rot(o)  # R^T: the same rotation by the opposite angle
         sin, cos = self.sin[..., self.sin.shape[-2] - n:, :], self.cos[..., self.cos.shape[-2] - n:, :]
-        return apply_rope(o, -sin, cos)  # R^T: the same rotation by the opposite angle
+        return RotaryTerm(-sin, cos, pairs_equal=True)._rot(o)
 
 
 @register_pos_encoding('gta')
