@@ -157,6 +157,30 @@ def test_bf16_model_close_to_fp32_and_independent_of_history(kind):
             assert buf.dtype == torch.float32, f'{kind}: {name} is {buf.dtype}'
 
 
+@pytest.mark.parametrize('kind', KINDS)
+def test_inference_caches_never_go_stale(kind):
+    """Eval without autograd may cache what depends only on the grid and the parameters (every encoding that caches
+    keys it on the parameters' versions): after an in-place change of every encoding parameter, and after
+    load_state_dict, the logits equal those of a forward with autograd on (which never reads a cache)."""
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    x = _x()
+    for change in ('in place', 'load_state_dict'):
+        with torch.no_grad():
+            model(x)  # fills any cache
+            if change == 'in place':
+                for p in model.pe.parameters():
+                    p.add_(torch.randn_like(p) * 0.5)
+            else:
+                state = {k: v + 0.25 if k.startswith('pe.') and v.is_floating_point() else v
+                         for k, v in model.state_dict().items()}
+                model.load_state_dict(state)
+            cached = model(x)
+        with torch.enable_grad():
+            fresh = model(x).detach()
+        torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=1e-5, msg=f'{kind}: stale table after {change}')
+
+
 @pytest.mark.parametrize('grad', [False, True])
 @pytest.mark.parametrize('kind', KINDS)
 @pytest.mark.filterwarnings('ignore')

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from ._cache import TableCache, param_key
 from ._grid import parse_grid_size
 from .absolute import add_to_patches
 from .base import Positions, PosEncoding
@@ -75,6 +76,7 @@ class LearnableFourierPE(PosEncoding):
         hidden_dim = hidden_dim or dim
         self.mlp = nn.Sequential(nn.Linear(fourier_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
         self.scale = 1.0 / math.sqrt(fourier_dim)
+        self._cache = TableCache(max_entries=4)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -110,7 +112,14 @@ class LearnableFourierPE(PosEncoding):
         coords = None
         if self.training and self.random_positions.active:  # per-sample random coordinates
             coords = self.random_positions.draw(size if self.video else (1, *size), x.shape[0], x.device)
-        return add_to_patches(x, self.table(size, x.device, coords).to(x.dtype), pos.num_prefix_tokens)
+        if coords is None and not torch.is_grad_enabled():
+            # inference: the table depends only on the grid and the parameters (their versions are in the key, so an
+            # optimizer step or load_state_dict is always seen): computed once, not every forward
+            table = self._cache.get(lambda: (tuple(size), str(x.device), self.extrapolation.key(),
+                                             param_key(list(self.parameters()))), lambda: self.table(size, x.device))
+        else:
+            table = self.table(size, x.device, coords)
+        return add_to_patches(x, table.to(x.dtype), pos.num_prefix_tokens)
 
     def no_weight_decay(self) -> set:
         return {'w_r'}
