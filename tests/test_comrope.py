@@ -578,3 +578,139 @@ def test_compiled_inference_shared_liere():
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------- basis path (AP / LD)
+def _axis_twin(term):
+    """The :class:`AxisRotation` with the same tables (the per-axis path the basis path replaces)."""
+    from zoo.encodings.comrope import AxisRotation
+    return AxisRotation(term.tables, term.grid, term.num_class, term.num_prefix, term.variant)
+
+
+def _definition(pe, layer: int, grid, num_class: int, num_prefix: int, x: torch.Tensor) -> torch.Tensor:
+    """exp(sum_i x_i A_i) (``torch.linalg.matrix_exp``) applied to every rotated token; registers untouched."""
+    t, h, w = grid
+    tt, rr, cc = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing='ij')
+    axes = [(rr.reshape(-1) + 0.5) / h, (cc.reshape(-1) + 0.5) / w, (tt.reshape(-1) + 0.5) / t][:pe.num_axes]
+    coords = torch.cat([torch.full((num_class, pe.num_axes), 0.5), torch.stack(axes, -1)]).to(x.dtype)
+    r = pe.rotation_blocks(layer, coords)  # (L_rot, H, m, b, b)
+    xr = torch.cat([x[:, :, :num_class], x[:, :, num_prefix:]], 2).unflatten(-1, (-1, pe.block_size))
+    rot = torch.einsum('lhmij,nhlmj->nhlmi', r, xr).flatten(-2)
+    return torch.cat([rot[:, :, :num_class], x[:, :, num_class:num_prefix], rot[:, :, num_class:]], 2)
+
+
+@pytest.mark.parametrize('variant', COMMUTING)
+@pytest.mark.parametrize('block_size', [4, 8])
+@pytest.mark.parametrize('grid,heads,m,prefix,cls', [((1, 3, 4), 2, 2, 3, 1), ((1, 5, 5), 3, 2, 1, 1),
+                                                    ((1, 2, 3), 2, 4, 0, 0), ((1, 3, 4), 3, 1, 1, 1),
+                                                    ((2, 3, 2), 3, 3, 2, 1)])
+def test_basis_rotation_matches_axis_rotation_and_definition(variant, block_size, grid, heads, m, prefix, cls):
+    """Eager inference rotates AP / LD in the real Schur basis of each block's generator (BasisRotation): equal to the
+    per-axis tables (AxisRotation) and to matrix_exp of the generator, in float64 and float32, with class tokens,
+    registers (exactly untouched), an odd number of (head, block) pairs and a 3-axis video grid; q and k may be views
+    of a fused qkv projection."""
+    from zoo.encodings.comrope import BasisRotation
+    video = grid[0] > 1
+    if variant == 'ap' and m < 2:
+        pytest.skip('AP needs a block per axis')
+    dim = heads * m * block_size
+    torch.manual_seed(1)
+    pe = ComRoPE(dim=dim, num_heads=heads, depth=2, grid_size=grid if video else grid[1:], variant=variant,
+                 block_size=block_size, num_prefix_tokens=prefix, num_class_tokens=cls).eval()
+    pos = Positions(grid, prefix, cls)
+    hd = dim // heads
+    for dtype, tol in [(torch.float64, 1e-10), (torch.float32, 2e-5)]:
+        qkv = torch.randn(2, pos.num_tokens, 3 * dim, dtype=dtype)
+        q, k, _ = qkv.unflatten(-1, (3 * heads, hd)).transpose(1, 2).split(heads, 1)
+        with torch.no_grad():
+            for layer, term in enumerate(pe.attn_terms(pos, dtype, q.device)):
+                assert isinstance(term, BasisRotation) and term.basis.dtype == dtype
+                got_q, got_k = term.rotate(q, k)
+                want_q, want_k = _axis_twin(term).rotate(q, k)
+                assert got_q.dtype == dtype and got_q.shape == q.shape
+                torch.testing.assert_close(got_q, want_q, atol=tol, rtol=0)
+                torch.testing.assert_close(got_k, want_k, atol=tol, rtol=0)
+                assert torch.equal(got_q[:, :, cls:prefix], q[:, :, cls:prefix])
+                if dtype == torch.float64:
+                    torch.testing.assert_close(got_k, _definition(pe, layer, grid, cls, prefix, k), atol=1e-10, rtol=0)
+                got_c = term.rotate(q.contiguous(), k.contiguous())[0]  # any layout of q / k
+                torch.testing.assert_close(got_c, want_q, atol=tol, rtol=0)
+
+
+def test_skew_basis_real_schur_form():
+    """_skew_basis: U orthonormal with exp(t S) = U diag(rot(t w)) U^T (float64) for random and repeated non-zero
+    w_k; None (the caller keeps AxisRotation) for a zero plane or non-finite entries."""
+    from zoo.encodings.comrope import _skew_basis
+    torch.manual_seed(0)
+    f = torch.randn(3, 4, 8, 8, dtype=torch.float64)
+    j = torch.tensor([[0., -1.], [1., 0.]], dtype=torch.float64)
+    q_, _ = torch.linalg.qr(torch.randn(8, 8, dtype=torch.float64))
+    repeated = q_ @ torch.block_diag(j, j, 2 * j, 2 * j) @ q_.T  # w = (1, 1, 2, 2)
+    cases = {'random': f - f.transpose(-1, -2), 'repeated': repeated, 'tied': (f - f.transpose(-1, -2))[:1].expand(
+        2, 4, 8, 8)}
+    for name, s in cases.items():
+        found = _skew_basis(s)
+        assert found is not None, name
+        u, w = found
+        torch.testing.assert_close(u.transpose(-1, -2) @ u, torch.eye(8, dtype=torch.float64).expand_as(u),
+                                   atol=1e-12, rtol=0)
+        for t in (0.3, 2.5, -4.0):
+            c, sn = torch.diag_embed(torch.cos(t * w)), torch.diag_embed(torch.sin(t * w))
+            rot = torch.cat([torch.cat([c, -sn], -1), torch.cat([sn, c], -1)], -2)
+            torch.testing.assert_close(u @ rot @ u.transpose(-1, -2), torch.linalg.matrix_exp(t * s), atol=1e-11,
+                                       rtol=0)
+    zero_plane = q_ @ torch.block_diag(j, 0 * j, 2 * j, 3 * j) @ q_.T
+    assert _skew_basis(zero_plane) is None
+    assert _skew_basis(torch.zeros(2, 4, 4, dtype=torch.float64)) is None
+    assert _skew_basis(torch.full((4, 4), float('nan'), dtype=torch.float64)) is None
+
+
+@pytest.mark.parametrize('variant', COMMUTING)
+def test_basis_rotation_degenerate_generators_fall_back(variant):
+    """A layer whose generators have a zero (or repeated zero) w_k keeps AxisRotation, and every layer's rotation is
+    still right; repeated non-zero w_k take the basis path, also right."""
+    from zoo.encodings.comrope import AxisRotation, BasisRotation
+    pe = _pe(variant, 4, dim=64, heads=2, depth=3, num_prefix_tokens=2, num_class_tokens=1).eval()
+    j = torch.tensor([[0., 1.], [-1., 0.]])
+    q_, _ = torch.linalg.qr(torch.randn(4, 4))
+    with torch.no_grad():
+        pe.layers[0].freqs.zero_()                       # the identity: every w_k = 0
+        half = q_ @ torch.block_diag(j, 0 * j) @ q_.T     # S = F - F^T = 2F: one zero plane in every block
+        pe.layers[1].freqs.copy_(half.expand_as(pe.layers[1].freqs))
+        tied = q_ @ torch.block_diag(j, j) @ q_.T        # repeated non-zero w_k (tied planes)
+        pe.layers[2].freqs.copy_(tied.expand_as(pe.layers[2].freqs))
+    pos = Positions((1, 3, 4), 2, 1)
+    x = torch.randn(2, 2, pos.num_tokens, 32, dtype=torch.float64)
+    with torch.no_grad():
+        terms = pe.attn_terms(pos, x.dtype, x.device)
+        assert [type(t) for t in terms] == [AxisRotation, AxisRotation, BasisRotation]
+        for layer, term in enumerate(terms):
+            got = term.rotate(x, x)[0]
+            torch.testing.assert_close(got, _definition(pe, layer, (1, 3, 4), 1, 2, x), atol=1e-10, rtol=0)
+        assert torch.equal(terms[0].rotate(x, x)[0], x)
+
+
+@pytest.mark.filterwarnings('ignore')
+def test_basis_rotation_only_in_eager_inference():
+    """Training / autograd keeps the per-axis path (gradients reach the generators); token subsets, low precision and
+    tracing use the kept tables and agree with the basis path."""
+    from zoo.encodings.comrope import AxisRotation, BasisRotation
+    pe = _pe('ld', 8, dim=64, heads=2)
+    pos = Positions((1, 3, 4), 1, 1)
+    x = torch.randn(2, 2, pos.num_tokens, 32)
+    assert all(type(t) is AxisRotation for t in pe.train().attn_terms(pos, x.dtype, x.device))
+    assert all(type(t) is AxisRotation for t in pe.eval().attn_terms(pos, x.dtype, x.device))  # autograd on
+    with torch.no_grad():
+        term = pe.attn_terms(pos, x.dtype, x.device)[1]
+        assert type(term) is BasisRotation
+        full = term.rotate(x, x)[0]
+        keep = torch.tensor([[0, 2, 5, 11], [1, 3, 4, 6]])
+        sub = Positions((1, 3, 4), 1, 1, keep_indices=keep)
+        xs = torch.cat([x[:, :, :1], torch.stack([x[i, :, 1:][:, keep[i]] for i in range(2)])], 2)
+        got = pe.attn_terms(sub, x.dtype, x.device)[1].rotate(xs, xs)[0]
+        want = torch.cat([full[:, :, :1], torch.stack([full[i, :, 1:][:, keep[i]] for i in range(2)])], 2)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+        half = pe.attn_terms(pos, torch.bfloat16, x.device)[1]
+        assert type(half) is AxisRotation
+        traced = torch.jit.trace(lambda a: term.rotate(a, a)[0], (x,), check_trace=False)
+        torch.testing.assert_close(traced(x), full, atol=2e-5, rtol=0)
