@@ -226,9 +226,10 @@ class AttnTerm:
     Attributes:
         needs_attn_weights: True when ``attn_multiplier`` or ``value_term`` needs the post-softmax weights (URPE,
             iRPE on v); only then does the attention leave ``F.scaled_dot_product_attention`` for the explicit path.
-        query_block: when set (an int), the fused path asks ``bias_rows`` for blocks of this many queries and runs
-            one SDPA call per block, so the ``(L, L)`` bias is never materialised whole (distance biases at video
-            sizes). Terms set it only in eager mode (sizes are then Python ints), never while tracing.
+        query_block: when set (an int), the fused path asks ``bias_rows`` for blocks of at most this many queries (as
+            equal as possible) and runs one SDPA call per block, so the ``(L, L)`` bias is never materialised whole
+            (distance biases at video sizes). Terms set it only in eager mode (sizes are then Python ints), never
+            while tracing.
     """
     needs_attn_weights: bool = False
     query_block: Optional[int] = None

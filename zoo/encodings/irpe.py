@@ -570,7 +570,10 @@ class IRPE(PosEncoding):
         skip: prefix tokens that get the extra class bucket; None means ``num_prefix_tokens``.
         rpe_on: where iRPE attaches, any combination of ``'q'``, ``'k'``, ``'v'`` (``'k'``, ``'qk'``, ``'qkv'``...).
         ape: also add the DeiT learned APE (``(1, num_prefix_tokens + H*W, C)``, trunc-normal std .02).
-        query_block: queries per block when the attention computes the bias per block (``bias_rows``).
+        query_block: at most this many queries per block when the attention computes the bias per block
+            (``bias_rows``; the blocks as equal as possible). 256: at 16 x 224^2 (1568 tokens) 7 blocks of 224
+            queries, 9.6 MB of bias per block at ViT-S (about 1.2x the sin-cos model's time and 1.1x its peak memory,
+            docs/benchmarks; 128 was slower, 392 over the memory target).
         block_above: above this many tokens (eager mode, iRPE on q/k only) the attention computes the bias per block
             of ``query_block`` queries, so the ``(B, H, L, L)`` bias never exists whole (a 16 x 224^2 video at ViT-S:
             1568 tokens, 59 MB per layer); ``None`` never blocks. The numbers are the same either way. With the
@@ -600,7 +603,7 @@ class IRPE(PosEncoding):
     def __init__(self, dim: int, num_heads: int, depth: int, grid_size: Tuple[int, ...], num_prefix_tokens: int = 1,
                  ratio: float = 1.9, method: str = 'product', mode: str = 'contextual', shared_head: bool = True,
                  skip: Optional[int] = None, rpe_on: Union[str, Sequence[str]] = 'k', ape: bool = True,
-                 query_block: int = 128, block_above: Optional[int] = 1024):
+                 query_block: int = 256, block_above: Optional[int] = 1024):
         super().__init__()
         if int(query_block) < 1:
             raise ValueError(f'irpe: query_block must be >= 1, got {query_block}')

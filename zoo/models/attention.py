@@ -216,15 +216,19 @@ class Attention(nn.Module):
 
     def _blocked_sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: AttnTerm,
                       attn_mask: Optional[torch.Tensor], is_causal: bool, block: int) -> torch.Tensor:
-        """One SDPA call per block of ``block`` queries, each with its rows of the term's bias (``bias_rows``) merged
-        with the padding / causal masks; the ``(Lq, Lk)`` bias never exists whole. Eager only: the term sets
-        ``query_block`` only when sizes are Python ints. Returns ``(B, heads, Lq, head_dim)``."""
+        """One SDPA call per block of at most ``block`` queries (the blocks as equal as possible; called only with
+        more than ``block`` queries), each with its rows of the term's bias (``bias_rows``) merged with the padding /
+        causal masks; the ``(Lq, Lk)`` bias never exists whole. Eager only: the term sets ``query_block`` only when
+        sizes are Python ints. Returns ``(B, heads, Lq, head_dim)``."""
         n, n_keys = q.shape[-2], k.shape[-2]
         offset = n_keys - n  # key position of the first query (a KV cache puts the queries last)
         drop = self.attn_drop.p if self.training else 0.
         # the output is allocated once and filled block by block: no list of per-block outputs interleaved with the
         # blocks' transient biases on the heap (which kept the allocator from reusing or returning their memory)
         out = q.new_empty(*q.shape[:-1], v.shape[-1])
+        # blocks as equal as possible, none above ``block``: no short tail block (SDPA's CPU kernel tiles the queries
+        # by 32 below 192 of them and by 64 from there, so a short block costs more per query)
+        block = -(-n // -(-n // block))
         for start in range(0, n, block):
             stop = min(n, start + block)
             qb = q[:, :, start:stop]
