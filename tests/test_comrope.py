@@ -711,6 +711,12 @@ def test_basis_rotation_only_in_eager_inference():
         want = torch.cat([full[:, :, :1], torch.stack([full[i, :, 1:][:, keep[i]] for i in range(2)])], 2)
         torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
         half = pe.attn_terms(pos, torch.bfloat16, x.device)[1]
+    xg = x.clone().requires_grad_()  # a term built without autograd, used with it: the per-axis path records the graph
+    got = term.rotate(xg, xg)[0]
+    got.sum().backward()
+    torch.testing.assert_close(got.detach(), full, atol=2e-5, rtol=0)
+    assert xg.grad is not None
+    with torch.no_grad():
         assert type(half) is AxisRotation
         traced = torch.jit.trace(lambda a: term.rotate(a, a)[0], (x,), check_trace=False)
         torch.testing.assert_close(traced(x), full, atol=2e-5, rtol=0)

@@ -57,7 +57,7 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
     * AP / LD in eager inference (:class:`BasisRotation`): every block has one skew generator ``S`` and a scalar angle
       per token, so ``exp(theta S) = U diag(rot(theta w_k)) U^T`` (real Schur form): q and k go to the fixed basis
       ``U`` of each head and block (one GEMM over all tokens), turn as a plain RoPE, and come back (one GEMM); at
-      ViT-S/224 batch 8 (one CPU thread) ``rotate(q, k)`` ~1.3-1.7 ms per layer instead of 4.2 (AP) / 5.5 (LD) ms.
+      ViT-S/224 batch 8 (one CPU thread) ``rotate(q, k)`` ~1.5 ms per layer instead of 3.0 (AP) / 4.8 (LD) ms.
       Bases are checked in float64 against ``torch.linalg.matrix_exp``; a layer that fails (a zero ``w_k``) keeps
       :class:`AxisRotation`, as do training, autograd, low precision, tracing and ``torch.compile``;
     * LieRE needs one exponential per token. Up to :attr:`ComRoPE.dense_cache_bytes` (64 MiB over all layers) the
@@ -419,10 +419,12 @@ class BasisRotation(AxisRotation):
             self._pairs_t[:, b:, b:] = self._basis_t[1::2]
 
     def _fast(self, x: torch.Tensor) -> bool:
-        """Whether the basis path may rotate ``x``: eager (not traced or compiled), the tables' dtype and device, and
-        the head layout the basis was built for."""
+        """Whether the basis path may rotate ``x``: eager (not traced or compiled), no autograd graph to record (its
+        product writes into the output in place), the tables' dtype and device, and the head layout the basis was
+        built for."""
         b = self.basis.shape[-1]
-        return (caching_allowed() and x.dim() == 4 and x.dtype == self.basis.dtype and x.device == self.basis.device
+        return (caching_allowed() and not (x.requires_grad and torch.is_grad_enabled()) and x.dim() == 4
+                and x.dtype == self.basis.dtype and x.device == self.basis.device
                 and x.shape[-1] % b == 0 and x.shape[1] * (x.shape[-1] // b) == self.basis.shape[0])
 
     def _apply_basis(self, x: torch.Tensor) -> torch.Tensor:
