@@ -704,6 +704,9 @@ def test_basis_rotation_only_in_eager_inference():
         term = pe.attn_terms(pos, x.dtype, x.device)[1]
         assert type(term) is BasisRotation
         full = term.rotate(x, x)[0]
+        assert all(t.shape[0] == 1 for t in term.tensors())  # AttnTerm.tensor_fields: leading (batch) axis 1
+        copy = term.with_tensors([t.clone() for t in term.tensors()])  # gradient checkpointing's copy
+        assert torch.equal(copy.rotate(x, x)[0], full)
         keep = torch.tensor([[0, 2, 5, 11], [1, 3, 4, 6]])
         sub = Positions((1, 3, 4), 1, 1, keep_indices=keep)
         xs = torch.cat([x[:, :, :1], torch.stack([x[i, :, 1:][:, keep[i]] for i in range(2)])], 2)

@@ -399,24 +399,39 @@ class BasisRotation(AxisRotation):
             u2_{b/2-1}]`` with ``S u1_k = w_k u2_k``, ``S u2_k = -w_k u1_k``.
         cos, sin: ``(G, b / 2, 1, L)`` in the q/k dtype, of the angles ``theta(token) w_k`` (computed in float64);
             registers have angle 0.
+        The three are stored with a leading axis of 1 (``tensor_fields``' batch axis: one rotation for every sample).
 
     Built by :func:`_skew_basis` (``torch.linalg.eigh`` of the Hermitian ``i S`` in complex128, every layer checked in
     float64 against ``torch.linalg.matrix_exp``; a layer whose basis fails the check, e.g. zero or repeated-zero
     ``w_k``, keeps :class:`AxisRotation`).
     """
 
+    _products = None  # (basis, U^T, pair matrices): the products' matrices of exactly this basis tensor
+
     def __init__(self, tables: Sequence[torch.Tensor], grid: Tuple[int, int, int], num_class: int, num_prefix: int,
                  variant: str, basis: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         super().__init__(tables, grid, num_class, num_prefix, variant)
         self.tensor_fields = self._table_fields + ('basis', 'cos', 'sin')
-        self.basis, self.cos, self.sin = basis, cos, sin
-        self._basis_t = basis.transpose(-1, -2).contiguous()
-        g, b = basis.shape[0], basis.shape[-1]
-        self._pairs_t = None  # (G / 2, 2b, 2b): diag(U_j^T, U_j+1^T), for the product back (see _apply_basis)
+        # leading axis 1 (the batch axis of AttnTerm.tensor_fields): one rotation for every sample
+        self.basis, self.cos, self.sin = basis[None], cos[None], sin[None]
+        self._matrices()
+
+    def _matrices(self) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """``U^T`` ``(G, b, b)`` and, for an even ``G``, ``diag(U_j^T, U_j+1^T)`` ``(G / 2, 2b, 2b)`` per pair of
+        blocks (the product back, :meth:`_apply_basis`); built once per basis tensor (a copy made by ``with_tensors``
+        builds its own)."""
+        cached = self._products
+        if cached is not None and cached[0] is self.basis:
+            return cached[1], cached[2]
+        u_t = self.basis[0].transpose(-1, -2).contiguous()
+        g, b = u_t.shape[0], u_t.shape[-1]
+        pairs = None
         if g % 2 == 0:
-            self._pairs_t = basis.new_zeros(g // 2, 2 * b, 2 * b)
-            self._pairs_t[:, :b, :b] = self._basis_t[0::2]
-            self._pairs_t[:, b:, b:] = self._basis_t[1::2]
+            pairs = u_t.new_zeros(g // 2, 2 * b, 2 * b)
+            pairs[:, :b, :b] = u_t[0::2]
+            pairs[:, b:, b:] = u_t[1::2]
+        self._products = (self.basis, u_t, pairs)
+        return u_t, pairs
 
     def _fast(self, x: torch.Tensor) -> bool:
         """Whether the basis path may rotate ``x``: eager (not traced or compiled), no autograd graph to record (its
@@ -425,27 +440,29 @@ class BasisRotation(AxisRotation):
         b = self.basis.shape[-1]
         return (caching_allowed() and not (x.requires_grad and torch.is_grad_enabled()) and x.dim() == 4
                 and x.dtype == self.basis.dtype and x.device == self.basis.device
-                and x.shape[-1] % b == 0 and x.shape[1] * (x.shape[-1] // b) == self.basis.shape[0])
+                and x.shape[-1] % b == 0 and x.shape[1] * (x.shape[-1] // b) == self.basis.shape[1])
 
     def _apply_basis(self, x: torch.Tensor) -> torch.Tensor:
         n, heads, l, d = x.shape
-        g, b = self.basis.shape[0], self.basis.shape[-1]
+        g, b = self.basis.shape[1], self.basis.shape[-1]
         half = b // 2
+        u_t, pairs = self._matrices()
+        sin = self.sin[0]
         # (G, b, B L) channel-major view of x (no copy for q / k viewed from a fused qkv projection)
         xr = x.transpose(1, 2).reshape(n * l, g, b).permute(1, 2, 0)
-        y = torch.bmm(self._basis_t, xr).view(g, 2, half, n, l)  # coordinates in the basis: (u1 part, u2 part)
-        z = y * self.cos[:, None]
-        z[:, 0].addcmul_(y[:, 1], self.sin, value=-1)
-        z[:, 1].addcmul_(y[:, 0], self.sin)
+        y = torch.bmm(u_t, xr).view(g, 2, half, n, l)  # coordinates in the basis: (u1 part, u2 part)
+        z = y * self.cos[0, :, None]
+        z[:, 0].addcmul_(y[:, 1], sin, value=-1)
+        z[:, 1].addcmul_(y[:, 0], sin)
         out = x.new_empty(n, l, heads, d)
-        if self._pairs_t is not None:
+        if pairs is not None:
             # back to the channels, written token-major straight into the output: (B L, 2b) @ (2b, 2b) per pair of
             # blocks (MKL runs (B L, 8) @ (8, 8) products, or a transposing copy after them, slower than this one with
             # twice the multiply-adds)
-            torch.bmm(z.view(g // 2, 2 * b, n * l).transpose(1, 2), self._pairs_t,
+            torch.bmm(z.view(g // 2, 2 * b, n * l).transpose(1, 2), pairs,
                       out=out.view(n * l, g // 2, 2 * b).transpose(0, 1))
         else:
-            out.view(n * l, g, b).permute(1, 2, 0).copy_(torch.bmm(self.basis, z.view(g, b, n * l)))
+            out.view(n * l, g, b).permute(1, 2, 0).copy_(torch.bmm(self.basis[0], z.view(g, b, n * l)))
         c, p = self.num_class, self.num_prefix
         if p > c:  # registers: the identity, exactly
             out[:, c:p] = x[:, :, c:p].transpose(1, 2)
