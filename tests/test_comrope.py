@@ -564,6 +564,8 @@ def test_liere_shared_generators_train_and_refuse_comrope():
     assert 'per_layer=False, per_head=False' in repr(model.pe)
     with pytest.raises(ValueError, match='LieRE options'):
         ComRoPE(dim=64, num_heads=2, depth=2, variant='ld', per_layer=False)
+    with pytest.raises(ValueError, match='per_head must be True or False'):
+        LieRE(dim=64, num_heads=2, depth=2, per_head='false')  # a string would be truthy
 
 
 @pytest.mark.filterwarnings('ignore')
