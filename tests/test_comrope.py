@@ -692,6 +692,22 @@ def test_basis_rotation_degenerate_generators_fall_back(variant):
         assert torch.equal(terms[0].rotate(x, x)[0], x)
 
 
+def test_basis_rotation_only_up_to_basis_max_tokens():
+    """Above ComRoPE.basis_max_tokens rotated tokens (video sizes) AP / LD keep the per-axis path, whose tables do
+    not grow with the tokens; both paths rotate alike."""
+    from zoo.encodings.comrope import AxisRotation, BasisRotation
+    pe = _pe('ld', 8, dim=64, heads=2)
+    pos = Positions((1, 3, 4), 1, 1)
+    x = torch.randn(2, 2, pos.num_tokens, 32)
+    with torch.no_grad():
+        small = pe.attn_terms(pos, x.dtype, x.device)[0]
+        pe.basis_max_tokens = pos.num_tokens - 1
+        pe._cache.clear()
+        big = pe.attn_terms(pos, x.dtype, x.device)[0]
+    assert type(small) is BasisRotation and type(big) is AxisRotation
+    torch.testing.assert_close(small.rotate(x, x)[0], big.rotate(x, x)[0], atol=2e-5, rtol=0)
+
+
 @pytest.mark.filterwarnings('ignore')
 def test_basis_rotation_only_in_eager_inference():
     """Training / autograd keeps the per-axis path (gradients reach the generators); token subsets, low precision and

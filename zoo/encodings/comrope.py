@@ -54,7 +54,8 @@ Fast path (the official code builds a dense ``head_dim x head_dim`` matrix per s
       coordinate of each axis (``H + W + 2`` values, ``+ T + 1`` on videos) and q, k are rotated axis by axis with
       one batched ``b x b`` product per axis: no per-token matrix exists (video ViT-S at 16x224^2: ~1.2-1.4x the
       sin-cos model's peak memory instead of 4.4x);
-    * AP / LD in eager inference (:class:`BasisRotation`): every block has one skew generator ``S`` and a scalar angle
+    * AP / LD in eager inference up to :attr:`ComRoPE.basis_max_tokens` tokens (:class:`BasisRotation`; above it, the
+      per-axis path: its tables do not grow with the tokens): every block has one skew generator ``S`` and a scalar angle
       per token, so ``exp(theta S) = U diag(rot(theta w_k)) U^T`` (real Schur form): q and k go to the fixed basis
       ``U`` of each head and block (one GEMM over all tokens), turn as a plain RoPE, and come back (one GEMM); at
       ViT-S/224 batch 8 (one CPU thread) ``rotate(q, k)`` ~1.5 ms per layer instead of 3.0 (AP) / 4.8 (LD) ms.
@@ -1142,6 +1143,11 @@ class ComRoPE(PosEncoding):
     #: chunk by chunk, every forward (:class:`LieRotation`): memory of one chunk, time of the exponentials
     dense_cache_bytes = 64 << 20
 
+    #: AP / LD: the basis path (:class:`BasisRotation`) up to this many rotated tokens. Its cos / sin tables grow with
+    #: the tokens (29 MB over the layers of a video ViT-S at 16x224^2: twice the sin-cos model's peak memory, where
+    #: the per-axis path stays at ~1.1-1.4x and is as fast, docs/benchmarks); above it, :class:`AxisRotation`
+    basis_max_tokens = 1024
+
     def _build_terms(self, sizes: Tuple[int, ...], num_prefix: int, num_class: int, dtype: torch.dtype, device,
                      perturb: bool, random: int = 0) -> List[AttnTerm]:
         if num_class > num_prefix:
@@ -1190,7 +1196,8 @@ class ComRoPE(PosEncoding):
             else:
                 tables = [t.to(dtype) for t in tables]
                 basis = None
-                if not (random or _tracing() or torch.is_grad_enabled()) and dtype in (torch.float32, torch.float64):
+                if (not (random or _tracing() or torch.is_grad_enabled()) and dtype in (torch.float32, torch.float64)
+                        and len(tok[0]) + n_reg <= self.basis_max_tokens):
                     basis = self._basis_tables(layer, [v[0, ti] for v, ti in zip(values, tok)], num_class, n_reg,
                                                dtype, device)
                 terms.append(AxisRotation(tables, grid, num_class, num_prefix, self.variant) if basis is None else
