@@ -181,6 +181,23 @@ def test_inference_caches_never_go_stale(kind):
         torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=1e-5, msg=f'{kind}: stale table after {change}')
 
 
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_model_built_under_inference_mode_runs(kind):
+    """Parameters created under torch.inference_mode are inference tensors without a version counter: the caches
+    keyed on parameter versions then recompute (no 'Inference tensors do not track version counter' crash), and the
+    logits equal those of the same weights built normally."""
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    with torch.inference_mode():
+        built = _build(kind).eval()
+        built.load_state_dict(model.state_dict())
+        got = [built(_x()), built(_x())]
+    with torch.no_grad():
+        want = model(_x())
+    for g in got:
+        torch.testing.assert_close(g, want, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize('grad', [False, True])
 @pytest.mark.parametrize('kind', KINDS)
 @pytest.mark.filterwarnings('ignore')

@@ -20,9 +20,22 @@ def caching_allowed() -> bool:
     return not (compiler.is_compiling() or exporting())
 
 
+class Uncacheable(Exception):
+    """Raised by :func:`param_key` for parameters that carry no version counter: :meth:`TableCache.get` then builds
+    the value without caching it."""
+
+
 def param_key(params) -> tuple:
     """Cache-key part for tables derived from learned parameters: identity, version counter (bumped by optimizer
-    steps, ``load_state_dict`` and any in-place write), dtype and device of each. No ``data_ptr()`` (export-safe)."""
+    steps, ``load_state_dict`` and any in-place write), dtype and device of each. No ``data_ptr()`` (export-safe).
+
+    Raises:
+        Uncacheable: a parameter is an inference tensor (a model built under ``torch.inference_mode``): it has no
+            version counter, so an in-place write could not be seen; such models recompute their tables.
+    """
+    params = list(params)
+    if any(p.is_inference() for p in params):
+        raise Uncacheable
     return tuple((id(p), p._version, p.dtype, p.device) for p in params)
 
 
@@ -39,7 +52,10 @@ class TableCache:
         if not caching_allowed():
             return build()
         if callable(key):
-            key = key()
+            try:
+                key = key()
+            except Uncacheable:
+                return build()
         if key in self._store:
             self._store.move_to_end(key)
             return self._store[key]
