@@ -120,3 +120,25 @@ def test_rope3d_video_uses_the_fast_path_and_vjepa2_pairing_does_not():
                                   num_classes=0, pe_kwargs=dict(pairing=pairing)).eval()
         ops = _rotation_ops(model, x)
         assert (ops.get('aten::neg', 0) == 0) == fast, pairing
+
+
+@pytest.mark.filterwarnings('ignore')
+@pytest.mark.parametrize('name', ['pe_vit_tiny_patch16_rope_mixed_224', 'pe_vit_tiny_patch16_gta_224'])
+def test_compiled_inference_rotates_with_the_complex_op(name):
+    """torch.compile in CPU inference: the rotation is the opaque op zoo::rotary_complex (the eager complex kernel;
+    inductor has no complex numbers), giving eager's bits; with autograd on the graph keeps the real kernel."""
+    model = timm.create_model(name, img_size=64).eval()
+    x = torch.randn(2, 3, 64, 64)
+    for grad in (False, True):
+        graphs = []
+
+        def backend(gm, example_inputs):
+            graphs.append(str(gm.graph))
+            return gm.forward
+
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=backend, fullgraph=True)
+        with torch.set_grad_enabled(grad):
+            got, want = compiled(x), model(x)
+        assert torch.equal(got, want)
+        assert ('rotary_complex' in graphs[0]) == (not grad)
