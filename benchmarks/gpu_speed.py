@@ -140,11 +140,13 @@ def markdown(sdpa: List[Dict], image: List[Dict], video: List[Dict], args: argpa
              device: torch.device, command: str, geometry: Dict[str, int]) -> str:
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else f'CPU {platform.machine()}'
     clock = 'CUDA events' if device.type == 'cuda' else 'process clock (time.process_time)'
-    lines = [f'Command: `{command}`', '',
+    lines = (['**QUICK SMOKE RUN (tiny sizes, CPU): a check that the script runs, not a measurement.**', '']
+             if args.quick else [])
+    lines += [f'Command: `{command}`', '',
              f'Device: {name}; {clock}; bf16 weights and inputs, torch.inference_mode; torch {torch.__version__}, '
              f'timm {timm.__version__}. Models round-robin, {args.repeats} timed rounds after {args.warmup} warm-up '
-             f'round(s), median per model; peak = torch.cuda.max_memory_allocated growth over two calls (MiB).'
-             + (' QUICK SMOKE RUN (tiny sizes): not a measurement.' if args.quick else ''), '',
+             f'round(s), median per model; peak = torch.cuda.max_memory_allocated growth over two calls (MiB; nan '
+             f'off CUDA).', '',
              '## SDPA alone (6 heads, head dim 64)', '',
              '| tokens | batch | attn_mask | ms | vs no mask |', '|---|---|---|---|---|']
     lines += [f'| {r["tokens"]} | {r["batch"]} | {r["case"]} | {r["ms"]:.3f} | {r["ratio"]:.2f} |' for r in sdpa]

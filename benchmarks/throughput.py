@@ -387,7 +387,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--pes', nargs='+', default=DEFAULT_PES,
                         help='PE suffixes of pe_vit_small_patch16_*_224 (pe_video_vit_... with --video), each '
-                             'optionally with encoding options: liere:per_layer=false,per_head=false')
+                             'optionally followed by encoding options passed as pe_kwargs, option=value items after '
+                             'a colon, comma-separated, values read as YAML: liere:per_layer=false,per_head=false; '
+                             '--train-pes and --memory-pes take the same form')
     parser.add_argument('--train-pes', nargs='+', default=TRAIN_PES, help='PEs of the training-step table')
     parser.add_argument('--sizes', nargs='+', type=int, default=[224])
     parser.add_argument('--batch-size', type=int, default=8)
