@@ -71,7 +71,11 @@ def build(spec: str, args: argparse.Namespace) -> torch.nn.Module:
         if names:  # the entrypoint's encoding and options, at this geometry
             return timm.create_model(names[0], img_size=args.size, num_classes=1000, **GEOMETRY[args.model_size])
     kind, _, opts = spec.partition(':')
-    kw = parse_model_kwargs([o for o in opts.split(',') if o])
+    try:
+        kw = parse_model_kwargs([o for o in opts.split(',') if o])
+    except ValueError:
+        raise ValueError(f'{spec!r}: encoding options go after the colon as key=value items separated by commas, '
+                         f'e.g. comrope:variant=ld,block_size=4') from None
     return PEVisionTransformer(img_size=args.size, patch_size=16, num_classes=1000, pe=kind, pe_kwargs=kw,
                                **GEOMETRY[args.model_size])
 

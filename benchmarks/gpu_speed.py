@@ -174,7 +174,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 0 or args.image_batch < 1 or args.video_batch < 1:
         parser.error('--repeats, --image-batch and --video-batch must be >= 1 and --warmup >= 0')
-    device = torch.device(args.device)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f'--device {args.device!r} is not a device: use cuda (the check) or cpu (with --quick)')
+    if device.type not in ('cuda', 'cpu'):
+        parser.error(f'--device {args.device!r}: use cuda (the check) or cpu (with --quick)')
     if device.type == 'cuda' and not torch.cuda.is_available():
         parser.error('no CUDA device here: run this on the lent GPU machine, or use --device cpu --quick to check '
                      'the script')

@@ -32,6 +32,15 @@ from throughput import _atomic_write, load, machine  # noqa: E402
 PES = ['rope_axial', 'rope_mixed', 'gta', 'comrope_ap', 'comrope_ld', 'liere']
 
 
+def _rotates(pe: str) -> bool:
+    """Whether the layer-3 term of ``pe``'s ViT-S overrides ``AttnTerm.rotate``."""
+    from zoo.encodings.base import AttnTerm
+    terms = timm.create_model(f'pe_vit_small_patch16_{pe}_224').pe.attn_terms(
+        Positions((1, 14, 14), 1, 1), torch.float32, torch.device('cpu'))
+    term = terms[3] if terms and len(terms) > 3 else None
+    return term is not None and type(term).rotate is not AttnTerm.rotate
+
+
 def run(args: argparse.Namespace) -> Tuple[List[Dict[str, float]], Dict[str, str]]:
     """Per run: each PE's median seconds per ``rotate(q, k)`` call; and each PE's term class name."""
     heads, dim, tokens = 6, 64, 197
@@ -87,6 +96,11 @@ def main(argv=None) -> None:
     unknown = [p for p in args.pes if f'pe_vit_small_patch16_{p}_224' not in timm.list_models('pe_vit_small_*')]
     if unknown:
         parser.error(f'no registered model pe_vit_small_patch16_<pe>_224 for {unknown}')
+    with torch.inference_mode():
+        not_rotary = [p for p in args.pes if not _rotates(p)]
+    if not_rotary:
+        parser.error(f'{not_rotary}: their attention terms do not rotate q and k (no rotate); this benchmark times '
+                     f'the rotary family: {" ".join(PES)}')
     args.clock = 'cpu'
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

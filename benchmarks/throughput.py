@@ -415,12 +415,17 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.repeats < 1 or args.warmup < 0 or args.threads < 1:
         parser.error('--runs, --repeats and --threads must be >= 1 and --warmup >= 0')
-    for key in (args.pes or []) + (args.train_pes or []) + (args.memory_pes or []):
+    for key in dict.fromkeys((args.pes or []) + (args.train_pes or []) + (args.memory_pes or [])):
         try:
-            split_key(key)
+            options = split_key(key)[1]
         except ValueError:
             parser.error(f'{key!r}: encoding options go after the colon as option=value items separated by commas, '
                          f'e.g. liere:per_layer=false,per_head=false')
+        if options:  # the encoding checks its options: refuse bad ones now, not as a skipped row later
+            try:
+                build(key, args.sizes[0], args.frames[0] if args.video else 0)
+            except (TypeError, ValueError, RuntimeError) as e:  # RuntimeError: timm's unknown model
+                parser.error(f'{key!r}: {str(e).splitlines()[0]}')
     given = set(argv if argv is not None else sys.argv[1:])
     started = load()
     if args.video:

@@ -741,3 +741,18 @@ def test_basis_rotation_only_in_eager_inference():
         assert type(half) is AxisRotation
         traced = torch.jit.trace(lambda a: term.rotate(a, a)[0], (x,), check_trace=False)
         torch.testing.assert_close(traced(x), full, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize('variant', ['ap', 'ld'])
+def test_non_finite_generators_refused_in_inference(variant):
+    """AP / LD in eval without autograd (torch.linalg.matrix_exp, which returns NaN silently) refuse a NaN generator in
+    one line, as training and LieRE do; a float block_size is refused at construction."""
+    from zoo.models.vit import PEVisionTransformer
+    model = PEVisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=5,
+                                pe='comrope', pe_kwargs=dict(variant=variant)).eval()
+    with torch.no_grad():
+        model.pe.layers[0].freqs[0, 0, 0, 0, 1] = float('nan')
+        with pytest.raises(ValueError, match='non-finite generator'):
+            model(torch.randn(1, 3, 32, 32))
+    with pytest.raises(ValueError, match='block_size must be one of'):
+        ComRoPE(dim=64, num_heads=2, depth=2, block_size=8.0)

@@ -160,25 +160,48 @@ def test_bf16_model_close_to_fp32_and_independent_of_history(kind):
 @pytest.mark.parametrize('kind', KINDS)
 def test_inference_caches_never_go_stale(kind):
     """Eval without autograd may cache what depends only on the grid and the parameters (every encoding that caches
-    keys it on the parameters' versions): after an in-place change of every encoding parameter, and after
-    load_state_dict, the logits equal those of a forward with autograd on (which never reads a cache)."""
+    keys it on the parameters' versions and storage): after an in-place change of every encoding parameter, after
+    load_state_dict, after torch.nn.utils.vector_to_parameters (new .data) and after a dtype round trip, the logits
+    equal those of a forward with autograd on (which never reads a cache)."""
     torch.manual_seed(0)
     model = _build(kind).eval()
     x = _x()
-    for change in ('in place', 'load_state_dict'):
+    for change in ('in place', 'load_state_dict', 'vector_to_parameters', 'dtype round trip'):
         with torch.no_grad():
             model(x)  # fills any cache
+            params = list(model.pe.parameters())
             if change == 'in place':
-                for p in model.pe.parameters():
+                for p in params:
                     p.add_(torch.randn_like(p) * 0.5)
-            else:
+            elif change == 'load_state_dict':
                 state = {k: v + 0.25 if k.startswith('pe.') and v.is_floating_point() else v
                          for k, v in model.state_dict().items()}
                 model.load_state_dict(state)
+            elif change == 'vector_to_parameters' and params:
+                vec = torch.nn.utils.parameters_to_vector(params)
+                torch.nn.utils.vector_to_parameters(vec + 0.3 * torch.randn_like(vec), params)
+            elif change == 'dtype round trip':
+                model.bfloat16().float()
             cached = model(x)
         with torch.enable_grad():
             fresh = model(x).detach()
         torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=1e-5, msg=f'{kind}: stale table after {change}')
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_validate_under_inference_mode_then_train(kind):
+    """Tables cached during an eval forward under torch.inference_mode are inference tensors; the next training
+    forward must not reuse them (they cannot be saved for backward): it trains, with finite gradients."""
+    torch.manual_seed(0)
+    model = _build(kind).eval()
+    with torch.inference_mode():
+        model(_x())
+    model.train()
+    model(_x()).square().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    model.eval()
+    with torch.inference_mode():
+        model(_x())
 
 
 @pytest.mark.parametrize('kind', KINDS)

@@ -28,3 +28,10 @@ def test_cuda_without_a_device_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit):
         gpu_speed.main(['--repeats', '1'])
     assert 'no CUDA device here' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('device', ['nonsense', 'meta'])
+def test_other_devices_are_one_line_errors(device, capsys):
+    with pytest.raises(SystemExit):
+        gpu_speed.main(['--device', device])
+    assert 'use cuda (the check) or cpu' in capsys.readouterr().err

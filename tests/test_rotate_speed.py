@@ -22,3 +22,9 @@ def test_unknown_pe_refused(capsys):
     with pytest.raises(SystemExit):
         rotate_speed.main(['--pes', 'nonsense'])
     assert 'no registered model' in capsys.readouterr().err
+
+
+def test_non_rotary_encodings_refused(capsys):
+    with pytest.raises(SystemExit):
+        rotate_speed.main(['--pes', 'sincos', 'alibi'])
+    assert 'do not rotate q and k' in capsys.readouterr().err

@@ -42,3 +42,12 @@ def test_malformed_option_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit):
         throughput.main(['--no-train', '--pes', 'liere:per_layer'])
     assert 'option=value items' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('spec, message', [('liere:per_layer=maybe', 'per_layer must be True or False'),
+                                           ('liere:bogus=1', 'unknown pe_kwargs'),
+                                           ('nonsense:block_size=8', 'Unknown model')])
+def test_bad_option_values_are_refused_before_timing(spec, message, capsys):
+    with pytest.raises(SystemExit):
+        throughput.main(['--no-train', '--pes', spec, '--sizes', '32'])
+    assert message in capsys.readouterr().err

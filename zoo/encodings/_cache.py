@@ -27,7 +27,10 @@ class Uncacheable(Exception):
 
 def param_key(params) -> tuple:
     """Cache-key part for tables derived from learned parameters: identity, version counter (bumped by optimizer
-    steps, ``load_state_dict`` and any in-place write), dtype and device of each. No ``data_ptr()`` (export-safe).
+    steps, ``load_state_dict`` and any in-place write), storage address (a new ``.data``: ``vector_to_parameters``,
+    a dtype round trip such as ``model.half().float()``), dtype and device of each. Evaluated only where caching is
+    allowed (:meth:`TableCache.get`: never while tracing or exporting). Writes through ``p.data`` in place bypass the
+    version counter, as they bypass autograd, and are not seen.
 
     Raises:
         Uncacheable: a parameter is an inference tensor (a model built under ``torch.inference_mode``): it has no
@@ -36,7 +39,7 @@ def param_key(params) -> tuple:
     params = list(params)
     if any(p.is_inference() for p in params):
         raise Uncacheable
-    return tuple((id(p), p._version, p.dtype, p.device) for p in params)
+    return tuple((id(p), p._version, p.data_ptr(), p.dtype, p.device) for p in params)
 
 
 class TableCache:
@@ -56,11 +59,16 @@ class TableCache:
                 key = key()
             except Uncacheable:
                 return build()
+        inference = torch.is_inference_mode_enabled()
         if key in self._store:
-            self._store.move_to_end(key)
-            return self._store[key]
+            value, made_in_inference = self._store[key]
+            # tensors made under torch.inference_mode cannot be saved for backward: rebuilt outside it
+            if inference or not made_in_inference:
+                self._store.move_to_end(key)
+                return value
         value = build()
-        self._store[key] = value
+        self._store[key] = (value, inference)
+        self._store.move_to_end(key)
         if len(self._store) > self.max_entries:
             self._store.popitem(last=False)
         return value

@@ -626,10 +626,23 @@ def matrix_exp(a: torch.Tensor) -> torch.Tensor:
     """``exp(a)`` of a batch of small matrices ``(..., b, b)``: :func:`expm_taylor` (matmuls only) while exporting
     (ONNX has no matrix exponential) and in eager training (its backward is several times cheaper than that of
     ``torch.linalg.matrix_exp``), ``torch.linalg.matrix_exp`` otherwise (eager inference, ``torch.compile``,
-    ``torch.jit.trace``)."""
+    ``torch.jit.trace``).
+
+    Raises:
+        ValueError: (eager) a non-finite generator: ``torch.linalg.matrix_exp`` would return NaN silently.
+    """
     if _exporting() or (not _tracing() and torch.is_grad_enabled() and a.requires_grad):
         return expm_taylor(a)
+    if not _tracing() and not bool(torch.isfinite(a).all()):
+        raise _non_finite()
     return torch.linalg.matrix_exp(a)
+
+
+def _non_finite() -> ValueError:
+    return ValueError('matrix exponential of a non-finite generator (NaN or inf entries, or entries so large that '
+                      'their norm overflows): the rotation parameters of ComRoPE / LieRE are not finite or far too '
+                      'large (a diverged run or a damaged checkpoint); fix: check the parameters, e.g. train with a '
+                      'lower learning rate or load another checkpoint')
 
 
 def _squarings(s: torch.Tensor) -> int:
@@ -640,10 +653,7 @@ def _squarings(s: torch.Tensor) -> int:
     """
     top = float(s.max().item())
     if not math.isfinite(top):
-        raise ValueError('matrix exponential of a non-finite generator (NaN or inf entries, or entries so large '
-                         'that their norm overflows): the rotation parameters of ComRoPE / LieRE are not finite or '
-                         'far too large (a diverged run or a damaged checkpoint); fix: '
-                         'check the parameters, e.g. train with a lower learning rate or load another checkpoint')
+        raise _non_finite()
     return int(top)
 
 
@@ -893,7 +903,7 @@ class ComRoPE(PosEncoding):
         variant = self.default_variant if variant is None else variant
         if variant not in VARIANTS:
             raise ValueError(f'unknown ComRoPE variant {variant!r}; choose one of {VARIANTS}')
-        if block_size not in BLOCK_SIZES:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size not in BLOCK_SIZES:
             raise ValueError(f'block_size must be one of {BLOCK_SIZES}, got {block_size!r}')
         if dim % num_heads:
             raise ValueError(f'dim {dim} is not divisible by num_heads {num_heads}')
