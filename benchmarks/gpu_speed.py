@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import _atomic_write, build  # noqa: E402  (one model builder for every benchmark)
+from throughput import build, command_line, write_page  # noqa: E402  (one model builder for every benchmark)
 
 IMAGE_PES = ['vit_small_patch16_224', 'ape', 'rope_axial', 'rope_mixed', 'irpe_k', 'irpe_qkv', 'comrope_ap',
              'comrope_ld', 'liere']
@@ -192,13 +192,11 @@ def main(argv=None) -> None:
     sdpa = sdpa_rows(args, device, timer)
     image = model_rows(IMAGE_PES, IMAGE_REFS, 0, ib, size, args, device, timer)
     video = model_rows(VIDEO_PES, {}, frames, vb, size, args, device, timer)
-    command = f'python benchmarks/gpu_speed.py {" ".join(sys.argv[1:] if argv is None else argv)}'
-    page = markdown(sdpa, image, video, args, device, command,
+    page = markdown(sdpa, image, video, args, device, command_line('gpu_speed.py', argv),
                     dict(size=size, frames=frames, image_batch=ib, video_batch=vb))
     print(page)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        _atomic_write(args.out, page)
+        write_page(args.out, page)
 
 
 if __name__ == '__main__':

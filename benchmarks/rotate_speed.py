@@ -27,7 +27,7 @@ import zoo  # noqa: F401  (registers the models)
 from zoo.encodings.base import Positions
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import _atomic_write, load, machine  # noqa: E402
+from throughput import command_line, load, machine, write_page  # noqa: E402
 
 PES = ['rope_axial', 'rope_mixed', 'gta', 'comrope_ap', 'comrope_ld', 'liere']
 
@@ -106,12 +106,10 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     started = load()
     per_run, names = run(args)
-    command = f'python benchmarks/rotate_speed.py {" ".join(sys.argv[1:] if argv is None else argv)}'
-    page = f'Command: `{command}`\n\n' + markdown(per_run, names, args, started)
+    page = f'Command: `{command_line("rotate_speed.py", argv)}`\n\n' + markdown(per_run, names, args, started)
     print(page)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        _atomic_write(args.out, page)
+        write_page(args.out, page)
 
 
 if __name__ == '__main__':

@@ -383,6 +383,17 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def command_line(script: str, argv=None) -> str:
+    """The command a page states: ``python benchmarks/<script> <arguments>`` (``argv``, or this process's)."""
+    return f'python benchmarks/{script} {" ".join(sys.argv[1:] if argv is None else argv)}'
+
+
+def write_page(path: str, text: str) -> None:
+    """Write a benchmark page atomically, creating its folder."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _atomic_write(path, text)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--pes', nargs='+', default=DEFAULT_PES,
@@ -444,9 +455,8 @@ def main(argv=None) -> None:
         table = to_markdown(rows, args, started)
     print(table)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        command = f'python benchmarks/throughput.py {" ".join(sys.argv[1:] if argv is None else argv)}'
-        _atomic_write(args.out, f'Command: `{command}`\n\n{table}\n')
+        command = command_line('throughput.py', argv)
+        write_page(args.out, f'Command: `{command}`\n\n{table}\n')
         _atomic_write(os.path.splitext(args.out)[0] + '.json',
                       json.dumps(dict(command=command, machine=machine(args), rows=rows), indent=1))
 

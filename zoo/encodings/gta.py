@@ -111,7 +111,7 @@ class GroupTransformTerm(AttnTerm):
         v_transform: also transform values and outputs (GTA); False rotates q and k only (the official "rope" mode).
     """
     tensor_fields = ('sin', 'cos')
-    _kernels = None  # (sin, cos, forward RotaryTerm, inverse RotaryTerm or None): of exactly these sin and cos tensors
+    _kernels = None  # (sin, cos, RotaryTerm of R, RotaryTerm of R^T): of exactly these sin and cos tensors
 
     def __init__(self, sin: torch.Tensor, cos: torch.Tensor, v_transform: bool = True):
         self.sin, self.cos, self.v_transform = sin, cos, v_transform
@@ -122,12 +122,9 @@ class GroupTransformTerm(AttnTerm):
         (gradient checkpointing) builds its own, so gradients reach the tensors it was given."""
         k = self._kernels
         if k is None or k[0] is not self.sin or k[1] is not self.cos:
-            k = self._kernels = [self.sin, self.cos, RotaryTerm(self.sin, self.cos, pairs_equal=True), None]
-        if not inverse:
-            return k[2]
-        if k[3] is None:
-            k[3] = RotaryTerm(-self.sin, self.cos, pairs_equal=True)
-        return k[3]
+            k = self._kernels = (self.sin, self.cos, RotaryTerm(self.sin, self.cos, pairs_equal=True),
+                                 RotaryTerm(-self.sin, self.cos, pairs_equal=True))
+        return k[3] if inverse else k[2]
 
     def select(self, pos: Positions) -> 'GroupTransformTerm':
         """The rows of the tokens present in ``pos`` (this term itself for the full grid)."""

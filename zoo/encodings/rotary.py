@@ -87,9 +87,7 @@ class RotaryTerm(AttnTerm):
         """``cos + i sin`` per channel pair ``(B or 1, heads or 1, L, head_dim // 2)`` when the complex kernel may
         rotate ``x`` (see the class docstring), else None. Built once per (sin, cos) pair of tensors: a copy made by
         ``with_tensors`` (gradient checkpointing) builds its own, so gradients reach the tensors it was given."""
-        if not (self.pairs_equal and self.layout == 'interleaved' and x.device.type == 'cpu'
-                and x.dtype in (torch.float32, torch.float64) and self.sin.dtype == x.dtype
-                and self.cos.dtype == x.dtype and caching_allowed()):
+        if not (self._complex_kernel_fits(x) and caching_allowed()):
             return None
         cached = self._complex
         if cached is not None and cached[0] is self.sin and cached[1] is self.cos:
@@ -98,45 +96,51 @@ class RotaryTerm(AttnTerm):
         self._complex = (self.sin, self.cos, table)
         return table
 
-    def _rot(self, x: torch.Tensor) -> torch.Tensor:
-        if (self.pairs_equal and self.layout == 'interleaved' and x.device.type == 'cpu'
+    def _complex_kernel_fits(self, x: torch.Tensor) -> bool:
+        """True rotations of interleaved pairs, CPU, float32/float64 tables of ``x``'s dtype: the complex kernel
+        gives the real kernel's bits."""
+        return (self.pairs_equal and self.layout == 'interleaved' and x.device.type == 'cpu'
                 and x.dtype in (torch.float32, torch.float64) and self.sin.dtype == x.dtype
-                and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+                and self.cos.dtype == x.dtype)
+
+    def _rot(self, x: torch.Tensor) -> torch.Tensor:
+        heads = x.shape[1]
+        if (self._complex_kernel_fits(x) and torch.compiler.is_compiling() and not torch.compiler.is_exporting()
                 and not torch.is_grad_enabled()):
             # compiled inference on CPU: the complex multiply as one opaque op (inductor has no complex numbers; its
             # fused real kernel was 2-4 % slower than eager's complex one in the compiled ViT)
-            sin, cos = self.sin, self.cos
-            if sin.shape[1] not in (1, x.shape[1]):
-                sin = sin.repeat_interleave(x.shape[1] // sin.shape[1], dim=1)
-                cos = cos.repeat_interleave(x.shape[1] // cos.shape[1], dim=1)
-            return torch.ops.zoo.rotary_complex(x, sin, cos)
+            return torch.ops.zoo.rotary_complex(x, _for_heads(self.sin, heads), _for_heads(self.cos, heads))
         table = self._complex_table(x)
         if table is not None:
-            if table.shape[1] not in (1, x.shape[1]):  # GQA: key-head tables, queries follow their group
-                table = table.repeat_interleave(x.shape[1] // table.shape[1], dim=1)
-            if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
-                x = x.contiguous()  # view_as_complex needs adjacent pairs at even offsets
-            return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * table).flatten(-2)
-        sin, cos = self.sin, self.cos
-        if sin.shape[1] not in (1, x.shape[1]):  # GQA: key-head tables, queries follow their group
-            sin = sin.repeat_interleave(x.shape[1] // sin.shape[1], dim=1)
-            cos = cos.repeat_interleave(x.shape[1] // cos.shape[1], dim=1)
-        return apply_rope(x, sin, cos, self.layout)
+            return torch.view_as_real(_complex_pairs(x) * _for_heads(table, heads)).flatten(-2)
+        return apply_rope(x, _for_heads(self.sin, heads), _for_heads(self.cos, heads), self.layout)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         return self._rot(q), self._rot(k)
+
+
+def _for_heads(table: torch.Tensor, heads: int) -> torch.Tensor:
+    """A table ``(B or 1, heads or 1 or key heads, ...)`` for ``heads`` query heads (GQA: key-head tables, queries
+    follow their group)."""
+    if table.shape[1] in (1, heads):
+        return table
+    return table.repeat_interleave(heads // table.shape[1], dim=1)
+
+
+def _complex_pairs(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(..., D)`` as ``D / 2`` complex numbers (adjacent pairs), copied first where ``view_as_complex`` needs
+    it (pairs at even offsets)."""
+    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
+        x = x.contiguous()
+    return torch.view_as_complex(x.unflatten(-1, (-1, 2)))
 
 
 @torch.library.custom_op('zoo::rotary_complex', mutates_args=())
 def _rotary_complex(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
     """``x`` ``(..., D)`` rotated by interleaved tables ``sin``, ``cos`` (both channels of a pair equal) as one complex
     multiply per pair: the bits of :func:`zoo.encodings.rotation.apply_rope` on CPU. A new contiguous tensor."""
-    table = torch.complex(cos[..., ::2], sin[..., ::2])
-    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
     out = x.new_empty(torch.broadcast_shapes(x.shape, sin.shape))  # contiguous, as the fake kernel says
-    torch.mul(torch.view_as_complex(x.unflatten(-1, (-1, 2))), table,
-              out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
+    torch.mul(_complex_pairs(x), torch.complex(cos[..., ::2], sin[..., ::2]), out=_complex_pairs(out))
     return out
 
 
